@@ -1,0 +1,103 @@
+"""One frozen, validated RunConfig made from the flags, saved as run_config.json.
+
+Everything downstream reads the config, never the flags, so runs can be built in tests
+and sweeps without touching absl's global state.
+"""
+
+import dataclasses
+import os
+from typing import Any, Mapping
+
+from kerasbert.errors import InputError
+from kerasbert.io_utils import atomic_write_json
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    task: str
+    output_dir: str
+    head: str | None = None
+    data_dir: str | None = None
+    use_tfds: bool = False
+    tfds_data_dir: str | None = None
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    max_seq_length: int = 128
+    init_checkpoint: str | None = None
+    model_size: str = "tiny"
+    vocab_file: str | None = None
+    do_lower_case: bool | None = None
+    overwrite_output_dir: bool = False
+    do_train: bool = True
+    do_eval: bool = True
+    do_predict: bool = False
+    train_batch_size: int | None = None
+    eval_batch_size: int = 64
+    learning_rate: float | None = None
+    num_train_epochs: float | None = None
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    dropout: float | None = None
+    seed: int = 42
+    distribution_strategy: str = "one_device"
+    head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Checks flag values and combinations before any heavy work starts."""
+
+        def need(ok, flag, why):
+            if not ok:
+                raise InputError(f"--{flag}={getattr(self, flag)}: {why}")
+
+        need(bool(self.task), "task", "a task is required (see --list_tasks)")
+        need(bool(self.output_dir), "output_dir", "an output folder is required")
+        need(self.do_train or self.do_eval or self.do_predict, "do_train",
+             "nothing to do: set at least one of --do_train, --do_eval, --do_predict")
+        need(self.max_seq_length >= 3, "max_seq_length", "must be at least 3 ([CLS] x [SEP])")
+        for flag in ("train_batch_size", "eval_batch_size"):
+            value = getattr(self, flag)
+            need(value is None or value > 0, flag, "must be a positive integer")
+        for flag in ("max_train_examples", "max_eval_examples"):
+            value = getattr(self, flag)
+            need(value is None or value > 0, flag, "must be a positive integer")
+        need(self.learning_rate is None or self.learning_rate > 0, "learning_rate",
+             "must be positive")
+        need(self.num_train_epochs is None or self.num_train_epochs >= 0, "num_train_epochs",
+             "must not be negative")
+        need(0 <= self.warmup_proportion <= 1, "warmup_proportion", "must be within [0, 1]")
+        need(self.weight_decay >= 0, "weight_decay", "must not be negative")
+        need(self.dropout is None or 0 <= self.dropout < 1, "dropout", "must be within [0, 1)")
+        need(not self.use_tfds or self.data_dir is None, "use_tfds",
+             "--use_tfds reads from --tfds_data_dir; do not also give --data_dir")
+        if self.data_dir is not None and not os.path.isdir(self.data_dir):
+            raise InputError(f"--data_dir={self.data_dir}: no such folder")
+        if self.vocab_file is not None and not os.path.isfile(self.vocab_file):
+            raise InputError(f"--vocab_file={self.vocab_file}: no such file")
+
+    @classmethod
+    def from_flags(cls, flag_values, head_options=None):
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "head_options"]
+        values = {name: flag_values[name].value for name in names}
+        return cls(**values, head_options=dict(head_options or {}))
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        d["head_options"] = dict(self.head_options)
+        return d
+
+    def save(self, path):
+        atomic_write_json(path, self.to_dict())
+
+    def resolved(self, task):
+        """The config with the task's paper-recipe defaults filled in where no flag was given."""
+        return dataclasses.replace(
+            self,
+            head=self.head or task.default_head,
+            learning_rate=self.learning_rate or task.default_learning_rate,
+            train_batch_size=self.train_batch_size or task.default_train_batch_size,
+            num_train_epochs=(task.default_num_train_epochs if self.num_train_epochs is None
+                              else self.num_train_epochs),
+        )

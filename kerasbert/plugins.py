@@ -1,0 +1,125 @@
+"""The plugin manager: built-ins first, then every installed `kerasbert.plugins` entry point.
+
+A broken third-party plugin (import error, bad hook result, duplicate name) is reported
+with its distribution name and skipped, so the other heads keep working.
+"""
+
+import functools
+import importlib.metadata
+import os
+
+import pluggy
+from absl import logging
+
+from kerasbert import hookspecs
+from kerasbert.errors import InputError
+
+ENTRY_POINT_GROUP = "kerasbert.plugins"
+DISABLE_AUTOLOAD_ENV = "KERASBERT_DISABLE_PLUGIN_AUTOLOAD"
+BUILTIN_PLUGINS = ("kerasbert.heads.builtin", "kerasbert.tasks.builtin")
+
+
+class Registry:
+    """Heads and tasks by name, collected from all registered plugins."""
+
+    def __init__(self, manager: pluggy.PluginManager, distributions=None):
+        self.manager = manager
+        self.distributions = distributions or {}  # plugin name -> distribution name
+        self.heads = {}
+        self.tasks = {}
+        self.problems = []  # one line per plugin that failed to load or register
+        for plugin in manager.get_plugins():
+            origin = self._origin(plugin)
+            self._collect(plugin, origin, "kerasbert_heads", self.heads)
+            self._collect(plugin, origin, "kerasbert_tasks", self.tasks)
+
+    def _origin(self, plugin):
+        name = self.manager.get_name(plugin)
+        if name in self.distributions:
+            return f"plugin distribution '{self.distributions[name]}'"
+        return f"'{name}'"
+
+    def _collect(self, plugin, origin, hook_name, table):
+        impl = getattr(plugin, hook_name, None)
+        if impl is None:
+            return
+        try:
+            items = list(impl())
+        except Exception as e:  # a third-party bug must not take the others down
+            if self.manager.get_name(plugin) in BUILTIN_PLUGINS:
+                raise  # ours: a bug, not a plugin problem
+            self._problem(f"{origin}: {hook_name}() raised {type(e).__name__}: {e}")
+            return
+        for item in items:
+            name = getattr(item, "name", None)
+            if not isinstance(name, str) or not name:
+                self._problem(f"{origin}: {hook_name}() returned {item!r}, which has no name")
+            elif name in table:
+                self._problem(
+                    f"{origin}: {hook_name[len('kerasbert_'):-1]} '{name}' is already "
+                    f"registered by {table[name][1]}; keeping the first")
+            else:
+                table[name] = (item, origin)
+
+    def _problem(self, line):
+        self.problems.append(line)
+        logging.warning("%s", line)
+
+    def head(self, name):
+        if name not in self.heads:
+            raise InputError(
+                f"--head={name}: unknown head; available: {', '.join(sorted(self.heads))}")
+        return self.heads[name][0]
+
+    def task(self, name):
+        if name not in self.tasks:
+            raise InputError(
+                f"--task={name}: unknown task; available: {', '.join(sorted(self.tasks))}")
+        return self.tasks[name][0]
+
+
+def _load_entry_points(manager, blocked):
+    """Registers each entry point of ENTRY_POINT_GROUP; failures are reported, not raised.
+
+    Returns (problems, {plugin name: distribution name}).
+    """
+    problems, distributions = [], {}
+    seen = set()
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP or ep.name in seen:
+                continue
+            seen.add(ep.name)
+            dist_name = dist.metadata["name"]
+            if ep.name in blocked or dist_name in blocked:
+                continue
+            try:
+                manager.register(ep.load(), name=ep.name)
+                distributions[ep.name] = dist_name
+            except Exception as e:
+                problems.append(
+                    f"plugin distribution '{dist_name}' (entry point '{ep.name}') failed "
+                    f"to load: {type(e).__name__}: {e}")
+    return problems, distributions
+
+
+def make_manager(blocked=(), autoload=None):
+    """A plugin manager with the built-ins and (unless disabled) installed plugins."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    for module_name in BUILTIN_PLUGINS:
+        manager.register(importlib.import_module(module_name), name=module_name)
+    if autoload is None:
+        autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
+    problems, distributions = _load_entry_points(manager, set(blocked)) if autoload else ([], {})
+    return manager, problems, distributions
+
+
+@functools.lru_cache(maxsize=None)
+def registry(blocked=()):
+    """The process-wide registry (cached; pass `blocked` as a tuple of plugin names)."""
+    manager, problems, distributions = make_manager(blocked)
+    reg = Registry(manager, distributions)
+    for line in problems:
+        reg._problem(line)
+    return reg

@@ -1,0 +1,129 @@
+"""What every task provides, whatever its data looks like.
+
+A task knows its files, its features and its metrics, never the model. The model side only
+sees the feature arrays a task builds and the `kind` it declares (which heads and which loss
+fit it). Tasks are registered through the same plugin hook third parties use
+(`kerasbert_tasks`, see `kerasbert/hookspecs.py`).
+"""
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+# Task kinds: a head declares the kinds it can serve, the training loop picks the loss.
+# The model's outputs and the labels of Features, per kind:
+CLASSIFICATION = "classification"  # outputs logits [batch, num_labels]; labels int32 [batch]
+REGRESSION = "regression"  # outputs [batch, 1]; labels float32 [batch]
+MULTIPLE_CHOICE = "multiple_choice"  # inputs [batch, choices, seq]; logits [batch, choices];
+#                                      labels int32 [batch]
+SPAN = "span"  # outputs [batch, seq, 2] start/end logits; labels int32 [batch, 2]
+TAGGING = "tagging"  # outputs [batch, seq, num_labels]; labels int32 [batch, seq], -1 = ignored
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One example as read from the official files (text, not ids)."""
+
+    guid: str  # "<split>-<line or id>", stable across runs, used in prediction files
+    text_a: str
+    text_b: str | None = None
+    label: Any = None  # a label string for classification, a float for regression, None for test
+
+
+@dataclasses.dataclass
+class Features:
+    """Model inputs for a list of examples, as int32 arrays of equal first dimension.
+
+    `inputs` holds token_ids, segment_ids and padding_mask ([n, seq_len], or
+    [n, choices, seq_len] for multiple choice; int32: see DESIGN.md on why never bool);
+    `labels` is None for unlabelled splits. One example may give several feature rows
+    (SQuAD windows, long NER sentences): `extra` holds what post-processing needs to map
+    rows back to examples (e.g. example index, token → character offsets).
+    """
+
+    inputs: dict[str, np.ndarray]
+    labels: np.ndarray | None
+    examples: Sequence[Any]
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Task:
+    """Base class of a task. Subclasses set the attributes and implement the methods."""
+
+    name: str = ""
+    kind: str = CLASSIFICATION
+    default_head: str = "cls_linear"
+    label_list: Sequence[str] | None = None  # None for regression
+    main_metric: str = "accuracy"  # picked for best-on-dev selection
+    dev_splits: Sequence[str] = ("dev",)  # MNLI has dev_matched and dev_mismatched
+    test_splits: Sequence[str] = ("test",)
+    # Paper recipe defaults, used where the user gave no flag.
+    default_learning_rate: float = 2e-5
+    default_train_batch_size: int = 32
+    default_num_train_epochs: float = 3.0
+
+    @property
+    def num_outputs(self) -> int:
+        return 1 if self.label_list is None else len(self.label_list)
+
+    def read_examples(self, data_dir: str, split: str) -> list[Example]:
+        """Reads a split ('train', one of dev_splits, 'test') from the official files."""
+        raise NotImplementedError
+
+    def compute_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> Mapping[str, float]:
+        """Official metrics from model predictions (class ids or floats) and gold labels."""
+        raise NotImplementedError
+
+    def sample_dir(self) -> str:
+        """The bundled sample in the official format, used when no --data_dir is given."""
+        raise NotImplementedError
+
+    def read_tfds(self, split: str, data_dir: str | None) -> list[Example]:
+        """Reads a split from a prepared tensorflow_datasets folder."""
+        raise NotImplementedError
+
+    def write_test_predictions(self, examples, predictions, path) -> None:
+        """Writes predictions for an unlabelled split in the task's submission format."""
+        raise NotImplementedError
+
+    def predictions(self, outputs: np.ndarray) -> np.ndarray:
+        """Class ids (argmax over logits) or regression values from raw model outputs."""
+        outputs = np.asarray(outputs)
+        return outputs[:, 0] if self.kind == REGRESSION else outputs.argmax(axis=-1)
+
+    def evaluate(self, outputs, features: Features, output_dir: str | None = None,
+                 split: str = "dev") -> dict[str, float]:
+        """Official metrics of a labelled split from the model's raw outputs.
+
+        Tasks with post-processing (span decoding, word re-alignment) override this and
+        may write their prediction files for the split into `output_dir`.
+        """
+        return dict(self.compute_metrics(self.predictions(outputs), features.labels))
+
+    def write_predictions(self, outputs, features: Features, output_dir: str, split: str) -> str:
+        """Writes an unlabelled split's predictions; returns the file written."""
+        import os
+
+        name = "test_results.tsv" if split == "test" else f"{split}_results.tsv"
+        path = os.path.join(output_dir, name)
+        self.write_test_predictions(features.examples, self.predictions(outputs), path)
+        return path
+
+    def encode_labels(self, examples: Sequence[Example]) -> np.ndarray | None:
+        """Class ids (int32) or regression targets (float32); None for unlabelled splits."""
+        if any(e.label is None for e in examples):
+            return None
+        if self.label_list is None:
+            return np.array([float(e.label) for e in examples], np.float32)
+        index = {label: i for i, label in enumerate(self.label_list)}
+        return np.array([index[e.label] for e in examples], np.int32)
+
+    def featurize(self, examples: Sequence[Example], tokenizer, max_seq_length: int) -> Features:
+        """[CLS] A [SEP] (B [SEP]) ids for sentence and sentence-pair tasks."""
+        from kerasbert.data.tokenization import encode_texts
+
+        pairs = bool(examples) and examples[0].text_b is not None
+        inputs = encode_texts(tokenizer, [e.text_a for e in examples],
+                              [e.text_b for e in examples] if pairs else None, max_seq_length)
+        return Features(inputs=inputs, labels=self.encode_labels(examples), examples=examples)

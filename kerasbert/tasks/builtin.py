@@ -1,0 +1,10 @@
+"""Registers kerasbert's own tasks through the same hook third-party plugins use."""
+
+from kerasbert.hookspecs import hookimpl
+
+
+@hookimpl
+def kerasbert_tasks():
+    from kerasbert.tasks import glue
+
+    return list(glue.TASKS.values())

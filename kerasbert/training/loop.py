@@ -1,0 +1,105 @@
+"""One custom training loop for every tf.distribute strategy.
+
+Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy (keras#20585), so training
+is a `tf.function` step run with `strategy.run`: the same code for one device, mirrored
+GPUs and multi-worker.
+"""
+
+import math
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasbert.training import losses
+
+
+class NonFiniteLossError(RuntimeError):
+    pass
+
+
+class Trainer:
+    def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0):
+        self.model = model
+        self.kind = kind
+        self.strategy = strategy
+        self.optimizer = optimizer
+        self.clip_norm = clip_norm
+        self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
+        self._predict_step = tf.function(
+            lambda inputs: self.model(inputs, training=False), reduce_retracing=True)
+
+    def _clip(self, grads):
+        """Clips the *global* gradient (summed over replicas) to norm `clip_norm`.
+
+        Each replica holds a partial gradient; scaling every part by the factor computed
+        from their sum clips the sum, which the optimizer then all-reduces.
+        """
+        if not self.clip_norm:
+            return grads
+        total = grads
+        context = tf.distribute.get_replica_context()
+        if self.strategy.num_replicas_in_sync > 1:
+            total = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        norm = tf.linalg.global_norm(total)
+        scale = self.clip_norm / tf.maximum(norm, self.clip_norm)
+        return [g * scale for g in grads]
+
+    def _replica_step(self, inputs, labels):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(inputs, training=True)
+            per_example = losses.per_example_loss(self.kind, labels, outputs)
+            loss = tf.nn.compute_average_loss(per_example)
+        grads = self._clip(tape.gradient(loss, variables))
+        self.optimizer.apply(grads, variables)
+        return loss
+
+    def _distributed_step(self, inputs, labels):
+        per_replica = self.strategy.run(self._replica_step, args=(inputs, labels))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def train_epoch(self, dataset, num_steps, on_step=None, show_progress=None):
+        """Runs up to `num_steps` steps of `dataset`; returns the mean training loss."""
+        if show_progress is None:
+            show_progress = sys.stderr.isatty()
+        bar = keras.utils.Progbar(num_steps, stateful_metrics=["lr"]) if show_progress else None
+        total, steps = 0.0, 0
+        for inputs, labels in self.strategy.experimental_distribute_dataset(dataset):
+            if steps >= num_steps:
+                break
+            loss = float(self._train_step(inputs, labels))
+            step = int(self.optimizer.iterations.numpy())
+            if not math.isfinite(loss):
+                raise NonFiniteLossError(f"the training loss became {loss} at step {step}")
+            total += loss
+            steps += 1
+            if on_step is not None:
+                on_step(step, loss)
+            if bar is not None:
+                bar.update(steps, [("loss", loss), ("lr", self.learning_rate())])
+        return total / max(steps, 1)
+
+    def learning_rate(self):
+        return float(self.optimizer.learning_rate)
+
+    def predict(self, dataset):
+        """Raw model outputs (logits or values) for every example, in order."""
+        outputs = [self._predict_step(inputs).numpy() for inputs, _ in dataset]
+        return np.concatenate(outputs, axis=0) if outputs else np.zeros([0])
+
+
+def count_steps(num_examples, batch_size, num_epochs):
+    """Steps per epoch (a partial last batch counts) and total steps for the run."""
+    per_epoch = math.ceil(num_examples / batch_size)
+    return per_epoch, int(math.ceil(per_epoch * num_epochs))
+
+
+class Timer:
+    def __init__(self):
+        self.start = time.perf_counter()
+
+    def seconds(self):
+        return time.perf_counter() - self.start
