@@ -32,7 +32,6 @@ def _log(message):
 
 def load_encoder_for(config):
     """The encoder, its vocabulary and casing, from --init_checkpoint (or the default)."""
-    from kerasbert.model import backbone as backbone_lib
     from kerasbert.model import checkpoints
 
     path = config.init_checkpoint
@@ -45,17 +44,12 @@ def load_encoder_for(config):
         else:
             _log(f"kerasbert: encoder: pre-trained all-MiniLM-L6-v2 from {path}")
     if path == "random":
-        vocab_file = config.vocab_file or os.path.join(
-            os.path.dirname(__file__), "data", "uncased_vocab.txt")
-        from kerasbert.data.tokenization import read_vocab
-
-        backbone = backbone_lib.random_backbone(
-            config.model_size, vocab_size=len(read_vocab(vocab_file)),
-            max_position=max(512, config.max_seq_length),
+        loaded = checkpoints.random_encoder(
+            config.model_size, vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
+            max_position=512,
             dropout=0.1 if config.dropout is None else config.dropout, seed=config.seed)
-        do_lower_case = True if config.do_lower_case is None else config.do_lower_case
-        return backbone, vocab_file, do_lower_case, "random"
-    loaded = checkpoints.load_encoder(path, dropout=config.dropout)
+    else:
+        loaded = checkpoints.load_encoder(path, dropout=config.dropout)
     vocab_file = config.vocab_file or loaded.vocab_file
     do_lower_case = loaded.do_lower_case if config.do_lower_case is None else config.do_lower_case
     return loaded.backbone, vocab_file, do_lower_case, loaded.source
@@ -153,7 +147,10 @@ def execute(config, registry=None):
             f"--task={task.name} is a {task.kind} task")
 
     # Everything that can fail on bad input happens before the output dir is touched.
-    backbone, vocab_file, do_lower_case, source = load_encoder_for(config)
+    keras.utils.set_random_seed(config.seed)
+    strategy = distribute.make_strategy(config.distribution_strategy)
+    with strategy.scope():  # variables must be created where the strategy can place them
+        backbone, vocab_file, do_lower_case, source = load_encoder_for(config)
     tokenizer = WordPieceTokenizer(vocab_file, do_lower_case=do_lower_case)
     check_encoder_fits(config, backbone, tokenizer)
     splits = (["train"] if config.do_train else []) + (
@@ -168,8 +165,6 @@ def execute(config, registry=None):
     _log(f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder {source}, "
          + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
 
-    keras.utils.set_random_seed(config.seed)
-    strategy = distribute.make_strategy(config.distribution_strategy)
     train = features.get("train")
     per_epoch, total_steps = (count_steps(len(train.examples), config.train_batch_size,
                                           config.num_train_epochs) if train else (0, 0))
@@ -239,8 +234,7 @@ def execute(config, registry=None):
              + " ".join(f"dev_{k}={v:.4f}" for k, v in metrics.items()))
 
     if config.do_train:
-        checkpoints.save_encoder(backbone, vocab_file, do_lower_case,
-                                 os.path.join(config.output_dir, "encoder"))
+        checkpoints.save_encoder(backbone, vocab_file, do_lower_case, config.output_dir)
         checkpointing.save_weights_atomically(
             model, os.path.join(config.output_dir, "model.weights.h5"))
     if config.do_eval and not metrics:

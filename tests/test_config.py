@@ -1,0 +1,58 @@
+import json
+
+import pytest
+
+from kerasbert.config import RunConfig
+from kerasbert.errors import InputError
+
+
+def _config(tmp_path, **overrides):
+    values = dict(task="mrpc", output_dir=str(tmp_path / "run"))
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("train_batch_size", 0, "--train_batch_size=0: must be a positive integer"),
+    ("eval_batch_size", -1, "--eval_batch_size=-1: must be a positive integer"),
+    ("num_train_epochs", -1.0, "--num_train_epochs=-1.0: must not be negative"),
+    ("learning_rate", 0.0, "--learning_rate=0.0: must be positive"),
+    ("warmup_proportion", 1.5, "--warmup_proportion=1.5: must be within"),
+    ("max_seq_length", 2, "--max_seq_length=2: must be at least 3"),
+    ("dropout", 1.0, "--dropout=1.0: must be within"),
+    ("max_train_examples", 0, "--max_train_examples=0: must be a positive integer"),
+])
+def test_bad_flag_values_name_the_flag(tmp_path, flag, value, message):
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace(".", r"\.")):
+        _config(tmp_path, **{flag: value})
+
+
+def test_contradictory_flags_are_rejected(tmp_path):
+    with pytest.raises(InputError, match="nothing to do"):
+        _config(tmp_path, do_train=False, do_eval=False, do_predict=False)
+    with pytest.raises(InputError, match="--use_tfds"):
+        _config(tmp_path, use_tfds=True, data_dir=str(tmp_path))
+    with pytest.raises(InputError, match="--data_dir=.*no such folder"):
+        _config(tmp_path, data_dir=str(tmp_path / "missing"))
+
+
+def test_config_is_frozen_and_round_trips_through_json(tmp_path):
+    config = _config(tmp_path, learning_rate=3e-5, head_options={"cls_linear_use_pooler": False})
+    with pytest.raises(Exception):
+        config.task = "sst2"
+    path = tmp_path / "run_config.json"
+    config.save(str(path))
+    assert RunConfig(**json.loads(path.read_text())) == config
+
+
+def test_task_recipe_fills_only_missing_values(tmp_path):
+    class Recipe:
+        default_head = "cls_linear"
+        default_learning_rate = 2e-5
+        default_train_batch_size = 16
+        default_num_train_epochs = 3.0
+
+    resolved = _config(tmp_path, learning_rate=5e-5).resolved(Recipe())
+    assert (resolved.head, resolved.learning_rate, resolved.train_batch_size,
+            resolved.num_train_epochs) == ("cls_linear", 5e-5, 16, 3.0)
+    assert _config(tmp_path, num_train_epochs=0.0).resolved(Recipe()).num_train_epochs == 0.0

@@ -1,0 +1,142 @@
+"""End-to-end runs of `kerasbert.main` on a tiny random model and the bundled samples."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kerasbert import main as main_lib
+from kerasbert.config import RunConfig
+from kerasbert.errors import InputError
+
+TINY = dict(init_checkpoint="random", model_size="2/32/2", max_seq_length=32,
+            train_batch_size=8, eval_batch_size=16, num_train_epochs=1.0, seed=1)
+
+
+def _run(tmp_path, task, name="run", **overrides):
+    values = dict(TINY, task=task, output_dir=str(tmp_path / name))
+    values.update(overrides)
+    return main_lib.execute(RunConfig(**values)), tmp_path / name
+
+
+def test_single_sentence_task_writes_every_output(tmp_path):
+    metrics, out = _run(tmp_path, "sst2", max_train_examples=48, num_train_epochs=2.0,
+                        do_predict=True)
+    assert set(metrics) == {"accuracy"} and 0.0 <= metrics["accuracy"] <= 1.0
+    assert json.loads((out / "metrics.json").read_text()) == metrics
+    config = json.loads((out / "run_config.json").read_text())
+    # The task's recipe was filled in where no flag was given.
+    assert config["learning_rate"] == 2e-5 and config["head"] == "cls_linear"
+    assert (out / "eval_results.txt").read_text() == f"accuracy = {metrics['accuracy']}\n"
+    history = list(csv.DictReader(open(out / "history.csv")))
+    assert [row["epoch"] for row in history] == ["1", "2"]
+    assert int(history[-1]["step"]) == 2 * 6  # 48 examples / batch 8 = 6 steps per epoch
+    assert float(history[-1]["dev_accuracy"]) == pytest.approx(metrics["accuracy"], abs=1e-6)
+    assert any(name.startswith("events.out") for name in os.listdir(out / "tensorboard"))
+    assert os.path.exists(out / "checkpoints" / "checkpoint")
+    assert os.path.exists(out / "model.weights.h5")
+    assert sorted(os.listdir(out / "encoder")) == ["encoder.weights.h5", "encoder_config.json",
+                                                   "vocab.txt"]
+    rows = list(csv.reader(open(out / "test_results.tsv"), delimiter="\t"))
+    assert rows[0] == ["index", "prediction"] and len(rows) > 1
+    assert {r[1] for r in rows[1:]} <= {"0", "1"}
+    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
+
+
+def test_sentence_pair_task_reports_f1_and_accuracy(tmp_path):
+    metrics, _ = _run(tmp_path, "mrpc", max_train_examples=16)
+    assert set(metrics) == {"accuracy", "f1"}
+
+
+def test_regression_task_reports_pearson_and_spearman(tmp_path):
+    metrics, out = _run(tmp_path, "stsb", max_train_examples=16, do_predict=True)
+    assert {"pearson", "spearman"} <= set(metrics)
+    scores = [float(r[1]) for r in list(csv.reader(open(out / "test_results.tsv"),
+                                                    delimiter="\t"))[1:]]
+    assert scores and all(0.0 <= s <= 5.0 for s in scores)
+
+
+def test_mnli_reports_matched_and_mismatched(tmp_path):
+    metrics, _ = _run(tmp_path, "mnli", max_train_examples=8, max_eval_examples=8)
+    assert set(metrics) == {"accuracy", "mismatched_accuracy"}
+
+
+def test_training_lowers_the_loss_and_is_deterministic(tmp_path):
+    kwargs = dict(max_train_examples=64, num_train_epochs=3.0, learning_rate=1e-3,
+                  do_eval=False)
+    _, out_a = _run(tmp_path, "sst2", name="a", **kwargs)
+    _, out_b = _run(tmp_path, "sst2", name="b", **kwargs)
+    loss_a = [float(r["train_loss"]) for r in csv.DictReader(open(out_a / "history.csv"))]
+    loss_b = [float(r["train_loss"]) for r in csv.DictReader(open(out_b / "history.csv"))]
+    assert loss_a[-1] < loss_a[0]
+    np.testing.assert_allclose(loss_a, loss_b, rtol=1e-5)
+
+
+def test_continues_from_an_earlier_run(tmp_path, capsys):
+    _run(tmp_path, "sst2", name="first", max_train_examples=16)
+    capsys.readouterr()
+    _run(tmp_path, "sst2", name="second", max_train_examples=16,
+         init_checkpoint=str(tmp_path / "first"))
+    assert "encoder kerasbert_run" in capsys.readouterr().out
+
+
+def test_finished_run_is_not_overwritten_silently(tmp_path):
+    _run(tmp_path, "sst2", max_train_examples=8, do_eval=False)
+    with pytest.raises(InputError, match="holds a finished run"):
+        _run(tmp_path, "sst2", max_train_examples=8, do_eval=False)
+    _run(tmp_path, "sst2", max_train_examples=8, do_eval=False, overwrite_output_dir=True)
+
+
+def test_bad_input_fails_before_the_output_dir_is_created(tmp_path):
+    bad = tmp_path / "data"
+    bad.mkdir()
+    (bad / "train.tsv").write_text("sentence\tlabel\na fine film\t1\nbad row\n")
+    with pytest.raises(InputError, match=r"train\.tsv:3:"):
+        _run(tmp_path, "sst2", data_dir=str(bad))
+    with pytest.raises(InputError, match="--max_seq_length=600: the encoder has only 512"):
+        _run(tmp_path, "sst2", max_seq_length=600)
+    with pytest.raises(InputError, match="--head=nope: unknown head"):
+        _run(tmp_path, "sst2", head="nope")
+    assert not (tmp_path / "run").exists()
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "kerasbert.main", *args],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})})
+
+
+def test_cli_errors_are_one_line_and_nonzero(tmp_path):
+    result = _cli("--task=nope", f"--output_dir={tmp_path / 'x'}")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("kerasbert: error: --task=nope")
+    assert "Traceback" not in result.stderr
+    result = _cli("--task=sst2", "--train_batch_size=0", f"--output_dir={tmp_path / 'x'}")
+    assert result.returncode == 2 and "--train_batch_size=0" in result.stderr
+    result = _cli("--task=sst2", "--no_such_flag=1")
+    assert result.returncode == 2 and "no_such_flag" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_lists_tasks_and_heads():
+    result = _cli("--list_tasks")
+    assert result.returncode == 0
+    names = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    assert {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"} <= names
+    result = _cli("--list_heads")
+    assert result.returncode == 0 and "cls_linear" in result.stdout
+
+
+@pytest.mark.large
+def test_cli_full_run_on_a_tiny_model(tmp_path):
+    out = tmp_path / "cli"
+    result = _cli("--task=rte", "--init_checkpoint=random", "--model_size=2/32/2",
+                  "--max_seq_length=32", "--num_train_epochs=1", "--max_train_examples=16",
+                  f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "rte dev metrics: accuracy=" in result.stdout
+    assert json.loads((out / "metrics.json").read_text())["accuracy"] >= 0.0
