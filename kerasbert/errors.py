@@ -13,3 +13,7 @@ class InputError(Exception):
 def at(path, line=None):
     """Formats a location prefix: 'path:line: ' or 'path: '."""
     return f"{path}:{line}: " if line is not None else f"{path}: "
+
+
+class TrainingError(Exception):
+    """Training cannot go on (e.g. the loss became NaN); the last good checkpoint is kept."""

@@ -16,7 +16,7 @@ from absl import app, flags, logging
 from kerasbert import config as config_lib
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
 from kerasbert import plugins
-from kerasbert.errors import InputError
+from kerasbert.errors import InputError, TrainingError
 from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
 FLAGS = flags.FLAGS
@@ -170,7 +170,7 @@ def execute(config, registry=None):
                                           config.num_train_epochs) if train else (0, 0))
     with strategy.scope():
         head = head_spec.build(HeadContext(
-            kind=task.kind, num_outputs=task.num_outputs if task.kind != "multiple_choice" else 1,
+            kind=task.kind, num_outputs=task.num_outputs,
             hidden_dim=backbone.hidden_dim, dropout=backbone.dropout,
             options=config.head_options, seed=config.seed))
         model = TaskModel(backbone, head)
@@ -215,11 +215,13 @@ def execute(config, registry=None):
         dataset = pipeline.make_dataset(train.inputs, train.labels, config.train_batch_size,
                                         shuffle_seed=config.seed + epoch,
                                         labels_per_token=task.kind == "tagging")
-        train_loss = trainer.train_epoch(dataset, steps, on_step=on_step)
+        train_loss, train_accuracy = trainer.train_epoch(dataset, steps, on_step=on_step)
         metrics = evaluate() if config.do_eval else {}
         row = {"epoch": epoch + 1, "step": int(optimizer.iterations.numpy()),
                "train_loss": round(train_loss, 6),
                "learning_rate": trainer.learning_rate(), "seconds": round(timer.seconds(), 1)}
+        if train_accuracy is not None:
+            row["train_accuracy"] = round(train_accuracy, 6)
         row.update({f"dev_{k}": round(v, 6) for k, v in metrics.items()})
         history.append(row)
         write_history(history_path, history)
@@ -231,6 +233,7 @@ def execute(config, registry=None):
         logging.info("epoch %d/%d: %s", epoch + 1, num_epochs,
                      ", ".join(f"{k}={v}" for k, v in row.items() if k != "epoch"))
         _log(f"epoch {epoch + 1}/{num_epochs}: train_loss={train_loss:.4f} "
+             + (f"train_accuracy={train_accuracy:.4f} " if train_accuracy is not None else "")
              + " ".join(f"dev_{k}={v:.4f}" for k, v in metrics.items()))
 
     if config.do_train:
@@ -294,17 +297,21 @@ def main(argv):
 
 
 def run():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
+    import logging as std_logging
+
+    std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)  # checkpoint INFO spam
     registry = plugins.registry(_blocked_plugins(sys.argv))
     registry.manager.hook.kerasbert_define_flags(flag_values=FLAGS)
 
     def guarded(argv):
         try:
             return main(argv)
-        except InputError as e:
+        except (InputError, TrainingError) as e:
             if FLAGS.verbose:
                 raise
             print(f"kerasbert: error: {e}", file=sys.stderr)
-            return 2
+            return 2 if isinstance(e, InputError) else 1
 
     def flags_parser(argv):
         try:

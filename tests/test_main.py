@@ -52,6 +52,23 @@ def test_sentence_pair_task_reports_f1_and_accuracy(tmp_path):
     assert set(metrics) == {"accuracy", "f1"}
 
 
+def test_head_options_reach_the_head(tmp_path):
+    # The raw [CLS] state instead of the pooler: the pooler then gets no gradient.
+    metrics, _ = _run(tmp_path, "rte", max_train_examples=16,
+                      head_options={"cls_linear_use_pooler": False})
+    assert set(metrics) == {"accuracy"}
+
+
+def test_multiple_choice_task_runs(tmp_path):
+    metrics, out = _run(tmp_path, "swag", max_train_examples=16, max_eval_examples=16,
+                        do_predict=True)
+    assert set(metrics) == {"accuracy"}
+    history = list(csv.DictReader(open(out / "history.csv")))
+    assert 0.0 <= float(history[0]["train_accuracy"]) <= 1.0
+    rows = list(csv.reader(open(out / "test_predictions.csv")))
+    assert rows[0][:2] == ["id", "prediction"] and len(rows) > 1
+
+
 def test_regression_task_reports_pearson_and_spearman(tmp_path):
     metrics, out = _run(tmp_path, "stsb", max_train_examples=16, do_predict=True)
     assert {"pearson", "spearman"} <= set(metrics)

@@ -5,6 +5,6 @@ from kerasbert.hookspecs import hookimpl
 
 @hookimpl
 def kerasbert_tasks():
-    from kerasbert.tasks import glue
+    from kerasbert.tasks import glue, swag
 
-    return list(glue.TASKS.values())
+    return list(glue.TASKS.values()) + [swag.TASK]

@@ -13,11 +13,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.errors import TrainingError
 from kerasbert.training import losses
 
 
-class NonFiniteLossError(RuntimeError):
-    pass
+class NonFiniteLossError(TrainingError):
+    """The loss became NaN or infinite; the run stops before saving anything."""
 
 
 class Trainer:
@@ -53,24 +54,37 @@ class Trainer:
             outputs = self.model(inputs, training=True)
             per_example = losses.per_example_loss(self.kind, labels, outputs)
             loss = tf.nn.compute_average_loss(per_example)
-        grads = self._clip(tape.gradient(loss, variables))
-        self.optimizer.apply(grads, variables)
-        return loss
+        grads = tape.gradient(loss, variables)
+        # Variables that do not reach the output (e.g. the pooler when a head reads the
+        # raw [CLS] state) have no gradient; they are left alone.
+        pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+        grads = self._clip([g for g, _ in pairs])
+        self.optimizer.apply(grads, [v for _, v in pairs])
+        count = tf.cast(tf.shape(labels)[0], tf.float32)
+        return loss, losses.correct_count(self.kind, labels, outputs), count
 
     def _distributed_step(self, inputs, labels):
+        """(global mean loss, correctly classified examples, examples) of one step."""
         per_replica = self.strategy.run(self._replica_step, args=(inputs, labels))
-        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        return tuple(self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+                     for value in per_replica)
 
     def train_epoch(self, dataset, num_steps, on_step=None, show_progress=None):
-        """Runs up to `num_steps` steps of `dataset`; returns the mean training loss."""
+        """Runs up to `num_steps` steps of `dataset`.
+
+        Returns the mean training loss and, for classification-like kinds, the accuracy
+        on the training batches as they were seen (with dropout on), else None.
+        """
         if show_progress is None:
             show_progress = sys.stderr.isatty()
         bar = keras.utils.Progbar(num_steps, stateful_metrics=["lr"]) if show_progress else None
-        total, steps = 0.0, 0
+        total, steps, correct, seen = 0.0, 0, 0.0, 0
         for inputs, labels in self.strategy.experimental_distribute_dataset(dataset):
             if steps >= num_steps:
                 break
-            loss = float(self._train_step(inputs, labels))
+            loss, batch_correct, batch_count = (float(x) for x in self._train_step(inputs, labels))
+            correct += batch_correct
+            seen += batch_count
             step = int(self.optimizer.iterations.numpy())
             if not math.isfinite(loss):
                 raise NonFiniteLossError(f"the training loss became {loss} at step {step}")
@@ -80,7 +94,8 @@ class Trainer:
                 on_step(step, loss)
             if bar is not None:
                 bar.update(steps, [("loss", loss), ("lr", self.learning_rate())])
-        return total / max(steps, 1)
+        accuracy = correct / max(seen, 1) if losses.has_accuracy(self.kind) else None
+        return total / max(steps, 1), accuracy
 
     def learning_rate(self):
         return float(self.optimizer.learning_rate)

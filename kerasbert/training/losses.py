@@ -29,3 +29,15 @@ def per_example_loss(kind, labels, outputs):
         return tf.reduce_sum(token_loss, -1) / tf.maximum(tf.reduce_sum(keep, -1), 1.0)
     raise ValueError(f"no loss for task kind {kind!r}")
 
+
+
+def has_accuracy(kind):
+    return kind in (base.CLASSIFICATION, base.MULTIPLE_CHOICE)
+
+
+def correct_count(kind, labels, outputs):
+    """How many examples of the batch the outputs classify right (0 for other kinds)."""
+    if not has_accuracy(kind):
+        return tf.constant(0.0)
+    predicted = tf.argmax(outputs, axis=-1, output_type=tf.int32)
+    return tf.reduce_sum(tf.cast(tf.equal(predicted, tf.cast(labels, tf.int32)), tf.float32))
