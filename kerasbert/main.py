@@ -10,6 +10,7 @@ import io
 import math
 import os
 import sys
+import time
 
 from absl import app, flags, logging
 
@@ -256,6 +257,9 @@ def execute(config, registry=None):
     _log(f"kerasbert: {task.name} dev metrics: "
          + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
     _log(f"kerasbert: outputs in {config.output_dir} (train time {timer.seconds():.0f} s)")
+    _log("kerasbert: next: `tensorboard --logdir " + os.path.join(config.output_dir, "tensorboard")
+         + "` for the curves; `--data_dir=<the official files>` for the real data; "
+         "`--init_checkpoint=" + config.output_dir + "` to fine-tune further from this run")
     return metrics
 
 
@@ -291,6 +295,9 @@ def main(argv):
         raise InputError("--task: required (see --list_tasks)")
     task = registry.task(FLAGS.task)
     head = FLAGS.head or task.default_head
+    if FLAGS.output_dir is None:  # a fresh folder per run, so the bare command always works
+        FLAGS.output_dir = os.path.join(
+            "kerasbert_runs", f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
     execute(config, registry)
     return 0

@@ -157,3 +157,33 @@ def test_cli_full_run_on_a_tiny_model(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "rte dev metrics: accuracy=" in result.stdout
     assert json.loads((out / "metrics.json").read_text())["accuracy"] >= 0.0
+
+
+def test_a_run_stopped_after_an_epoch_resumes_and_ends_the_same(tmp_path, monkeypatch):
+    from kerasbert.training import checkpointing
+
+    kwargs = dict(max_train_examples=32, num_train_epochs=2.0, learning_rate=1e-3)
+    reference, straight = _run(tmp_path, "sst2", name="straight", **kwargs)
+
+    original_save = checkpointing.RunState.save
+
+    def save_then_die(self, finished_epochs):
+        original_save(self, finished_epochs)
+        raise KeyboardInterrupt  # as if killed right after the first epoch's checkpoint
+
+    monkeypatch.setattr(checkpointing.RunState, "save", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, "sst2", name="resumed", **kwargs)
+    monkeypatch.setattr(checkpointing.RunState, "save", original_save)
+    assert not (tmp_path / "resumed" / "metrics.json").exists()
+    resumed, out = _run(tmp_path, "sst2", name="resumed", **kwargs)
+    rows = list(csv.DictReader(open(out / "history.csv")))
+    reference_rows = list(csv.DictReader(open(straight / "history.csv")))
+    assert [r["epoch"] for r in rows] == ["1", "2"]
+    # Same step, learning-rate position, data order and weights: the second epoch's
+    # training loss (which depends on all of them) and the final metrics match.
+    for key in ("step", "learning_rate"):
+        assert rows[1][key] == reference_rows[1][key]
+    assert float(rows[1]["train_loss"]) == pytest.approx(float(reference_rows[1]["train_loss"]),
+                                                         abs=1e-5)
+    assert resumed == pytest.approx(reference, abs=1e-6)

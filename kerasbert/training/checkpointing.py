@@ -16,7 +16,11 @@ class RunState:
     def __init__(self, output_dir, model, optimizer):
         self.directory = os.path.join(output_dir, "checkpoints")
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch)
+        # tf.train.Checkpoint does not follow Keras 3 layers to their dropout seed-generator
+        # states; saving them too makes a resumed run draw the same dropout masks.
+        non_trainable = [v.value for v in model.non_trainable_variables]
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch,
+                                              non_trainable=non_trainable)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=1)
 
     def restore(self):
