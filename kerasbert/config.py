@@ -22,7 +22,14 @@ class RunConfig:
     tfds_data_dir: str | None = None
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
-    max_seq_length: int = 128
+    max_seq_length: int | None = None
+    train_file: str | None = None
+    predict_file: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
     init_checkpoint: str | None = None
     model_size: str = "tiny"
     vocab_file: str | None = None
@@ -56,7 +63,13 @@ class RunConfig:
         need(bool(self.output_dir), "output_dir", "an output folder is required")
         need(self.do_train or self.do_eval or self.do_predict, "do_train",
              "nothing to do: set at least one of --do_train, --do_eval, --do_predict")
-        need(self.max_seq_length >= 3, "max_seq_length", "must be at least 3 ([CLS] x [SEP])")
+        need(self.max_seq_length is None or self.max_seq_length >= 3, "max_seq_length",
+             "must be at least 3 ([CLS] x [SEP])")
+        for flag in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+            need(getattr(self, flag) > 0, flag, "must be a positive integer")
+        for flag in ("train_file", "predict_file"):
+            path = getattr(self, flag)
+            need(path is None or os.path.isfile(path), flag, "no such file")
         for flag in ("train_batch_size", "eval_batch_size"):
             value = getattr(self, flag)
             need(value is None or value > 0, flag, "must be a positive integer")
@@ -96,6 +109,7 @@ class RunConfig:
         return dataclasses.replace(
             self,
             head=self.head or task.default_head,
+            max_seq_length=self.max_seq_length or getattr(task, "default_max_seq_length", 128),
             learning_rate=self.learning_rate or task.default_learning_rate,
             train_batch_size=self.train_batch_size or task.default_train_batch_size,
             num_train_epochs=(task.default_num_train_epochs if self.num_train_epochs is None

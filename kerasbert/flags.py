@@ -22,8 +22,27 @@ flags.DEFINE_boolean("use_tfds", False, "Read the task through tensorflow_datase
 flags.DEFINE_string("tfds_data_dir", None, "The TFDS data folder with the prepared dataset.")
 flags.DEFINE_integer("max_train_examples", None, "Use only the first N training examples.")
 flags.DEFINE_integer("max_eval_examples", None, "Use only the first N examples of each dev split.")
-flags.DEFINE_integer("max_seq_length", 128, "The maximum total input length after WordPiece "
-                     "tokenization; longer inputs are truncated, longest sequence first.")
+flags.DEFINE_integer("max_seq_length", None, "The maximum total input length after WordPiece "
+                     "tokenization; longer inputs are truncated, longest sequence first (SQuAD "
+                     "passages are split into windows). Default: the task's (128; SQuAD 384).")
+flags.DEFINE_string("train_file", None, "A training file to read instead of the one in "
+                    "--data_dir (e.g. SQuAD's train-v1.1.json).")
+flags.DEFINE_string("predict_file", None, "A dev file to evaluate on instead of the one in "
+                    "--data_dir (e.g. SQuAD's dev-v1.1.json).")
+
+# --- SQuAD (google-research/bert run_squad.py names) ---------------------------------------
+flags.DEFINE_integer("doc_stride", 128, "SQuAD: tokens between the starts of consecutive "
+                     "passage windows.")
+flags.DEFINE_integer("max_query_length", 64, "SQuAD: questions longer than this many tokens "
+                     "are truncated.")
+flags.DEFINE_integer("n_best_size", 20, "SQuAD: how many start and end candidates to "
+                     "combine, and the size of nbest_predictions.json.")
+flags.DEFINE_integer("max_answer_length", 30, "SQuAD: the longest answer span, in tokens.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD 2.0: answer \"\" when the null "
+                   "score exceeds the best span's by more than this. A run tunes it on dev "
+                   "and uses the tuned value for its later predictions and export.")
+flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD: the data has unanswerable "
+                     "questions (same as --task=squad_v2).")
 
 # --- Model -------------------------------------------------------------------------------
 flags.DEFINE_string("init_checkpoint", None, "Where the encoder comes from: a HuggingFace BERT "

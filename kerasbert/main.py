@@ -71,11 +71,28 @@ def check_encoder_fits(config, backbone, tokenizer):
 
 def read_split(config, task, split):
     limit = config.max_train_examples if split == "train" else config.max_eval_examples
-    if config.use_tfds:
+    file_flag = config.train_file if split == "train" else (
+        config.predict_file if split == task.dev_splits[0] else None)
+    if file_flag:
+        examples = task.read_file(file_flag, split)
+    elif config.use_tfds:
         examples = task.read_tfds(split, config.tfds_data_dir)
     else:
         examples = task.read_examples(config.data_dir or task.sample_dir(), split)
     return examples[:limit] if limit else examples
+
+
+TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                "null_score_diff_threshold")
+
+
+def configure_task(task, config):
+    """Hands the run's task options to the tasks that have them (SQuAD's), by BERT's names."""
+    task.configure(**{name: getattr(config, name) for name in TASK_OPTIONS if hasattr(task, name)})
+    if task.kind == "span" and config.max_seq_length <= config.max_query_length + 3:
+        raise InputError(
+            f"--max_seq_length={config.max_seq_length}: must exceed --max_query_length="
+            f"{config.max_query_length} + 3 ([CLS] and two [SEP]) to leave room for the passage")
 
 
 # --- Outputs -----------------------------------------------------------------------------
@@ -141,6 +158,7 @@ def execute(config, registry=None):
     registry = registry or plugins.registry()
     task = registry.task(config.task)
     config = config.resolved(task)
+    configure_task(task, config)
     head_spec = registry.head(config.head)
     if task.kind not in head_spec.kinds:
         raise InputError(
@@ -293,6 +311,10 @@ def main(argv):
         return 0
     if FLAGS.task is None:
         raise InputError("--task: required (see --list_tasks)")
+    if FLAGS.version_2_with_negative and FLAGS.task in ("squad", "squad_v1"):
+        FLAGS.task = "squad_v2"
+    elif FLAGS.task == "squad":
+        FLAGS.task = "squad_v1"
     task = registry.task(FLAGS.task)
     head = FLAGS.head or task.default_head
     if FLAGS.output_dir is None:  # a fresh folder per run, so the bare command always works

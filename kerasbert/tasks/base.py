@@ -62,6 +62,7 @@ class Task:
     default_learning_rate: float = 2e-5
     default_train_batch_size: int = 32
     default_num_train_epochs: float = 3.0
+    default_max_seq_length: int = 128
 
     @property
     def num_outputs(self) -> int:
@@ -70,6 +71,14 @@ class Task:
     def read_examples(self, data_dir: str, split: str) -> list[Example]:
         """Reads a split ('train', one of dev_splits, 'test') from the official files."""
         raise NotImplementedError
+
+    def read_file(self, path: str, split: str) -> list[Example]:
+        """Reads one official file as the given split (--train_file, --predict_file)."""
+        raise NotImplementedError
+
+    def configure(self, **options) -> "Task":
+        """Takes the task options of the run (e.g. SQuAD's doc_stride); most tasks have none."""
+        return self
 
     def compute_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> Mapping[str, float]:
         """Official metrics from model predictions (class ids or floats) and gold labels."""
