@@ -105,13 +105,22 @@ class RunConfig:
         atomic_write_json(path, self.to_dict())
 
     def resolved(self, task):
-        """The config with the task's paper-recipe defaults filled in where no flag was given."""
+        """The config with the task's recipe filled in where no flag was given.
+
+        The recipe is the paper's; on the bundled sample (no data given) a task may
+        override it with a `sample_recipe` that lets the small demo learn visibly.
+        """
+        recipe = dict(learning_rate=task.default_learning_rate,
+                      train_batch_size=task.default_train_batch_size,
+                      num_train_epochs=task.default_num_train_epochs)
+        if self.data_dir is None and not self.use_tfds and self.train_file is None:
+            recipe.update(getattr(task, "sample_recipe", {}))
         return dataclasses.replace(
             self,
             head=self.head or task.default_head,
             max_seq_length=self.max_seq_length or getattr(task, "default_max_seq_length", 128),
-            learning_rate=self.learning_rate or task.default_learning_rate,
-            train_batch_size=self.train_batch_size or task.default_train_batch_size,
-            num_train_epochs=(task.default_num_train_epochs if self.num_train_epochs is None
+            learning_rate=self.learning_rate or recipe["learning_rate"],
+            train_batch_size=self.train_batch_size or recipe["train_batch_size"],
+            num_train_epochs=(recipe["num_train_epochs"] if self.num_train_epochs is None
                               else self.num_train_epochs),
         )

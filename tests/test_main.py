@@ -69,6 +69,30 @@ def test_multiple_choice_task_runs(tmp_path):
     assert rows[0][:2] == ["id", "prediction"] and len(rows) > 1
 
 
+def test_ner_fine_tuning_writes_one_tag_per_word(tmp_path):
+    metrics, out = _run(tmp_path, "conll2003", max_train_examples=16, max_eval_examples=8,
+                        max_seq_length=16)  # short windows: long sentences are split
+    assert {"precision", "recall", "f1", "PER_f1"} <= set(metrics)
+    sentences = (out / "valid_predictions.txt").read_text().strip().split("\n\n")
+    assert len(sentences) == 8
+    assert all(len(line.split()) == 3 for s in sentences for line in s.splitlines())
+
+
+def test_feature_based_ner_keeps_the_encoder_frozen(tmp_path):
+    from kerasbert.model import checkpoints
+
+    metrics, out = _run(tmp_path, "conll2003", head="feature_bilstm", max_train_examples=16,
+                        max_eval_examples=8, learning_rate=1e-2,
+                        head_options={"feature_bilstm_layers": "sum_all",
+                                      "feature_bilstm_lstm_units": 8})
+    assert "f1" in metrics
+    # The encoder saved after training equals a fresh one from the same seed.
+    trained = checkpoints.load_encoder(str(out)).backbone
+    fresh = checkpoints.random_encoder("2/32/2", seed=1).backbone
+    for a, b in zip(trained.weights, fresh.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 def test_regression_task_reports_pearson_and_spearman(tmp_path):
     metrics, out = _run(tmp_path, "stsb", max_train_examples=16, do_predict=True)
     assert {"pearson", "spearman"} <= set(metrics)

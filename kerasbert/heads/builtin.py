@@ -16,6 +16,24 @@ def _cls_linear(context):
     )
 
 
+def _tagger(context):
+    from kerasbert.heads.tagger import build_tagger
+
+    return build_tagger(context)
+
+
+def _feature_bilstm(context):
+    from kerasbert.heads.feature_bilstm import build_feature_bilstm
+
+    return build_feature_bilstm(context)
+
+
+def _span(context):
+    from kerasbert.heads.span import build_span_head
+
+    return build_span_head(context)
+
+
 @hookimpl
 def kerasbert_heads():
     return [
@@ -25,6 +43,24 @@ def kerasbert_heads():
             build=_cls_linear,
             description="Linear layer on the [CLS] representation (BERT's classifier).",
         ),
+        HeadSpec(
+            name="span",
+            kinds=(base.SPAN,),
+            build=_span,
+            description="Start and end vectors S, E over the final hidden states (SQuAD).",
+        ),
+        HeadSpec(
+            name="tagger",
+            kinds=(base.TAGGING,),
+            build=_tagger,
+            description="Token classifier on the final hidden states (fine-tuning NER).",
+        ),
+        HeadSpec(
+            name="feature_bilstm",
+            kinds=(base.TAGGING,),
+            build=_feature_bilstm,
+            description="Frozen encoder's layers -> 2-layer BiLSTM -> classifier (BERT 5.3).",
+        ),
     ]
 
 
@@ -32,6 +68,9 @@ def kerasbert_heads():
 def kerasbert_define_flags(flag_values):
     from absl import flags
 
+    from kerasbert.heads import feature_bilstm
+
+    feature_bilstm.define_flags(flag_values)
     flags.DEFINE_boolean(
         "cls_linear_use_pooler", True,
         "Whether the cls_linear head reads the pre-trained tanh pooler output (as BERT's "

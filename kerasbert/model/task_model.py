@@ -3,10 +3,17 @@
 Multiple-choice inputs arrive as [batch, choices, seq]; they are flattened to
 [batch·choices, seq] for the encoder and the head's one score per sequence is regrouped
 to [batch, choices] logits, so the softmax runs over the choices.
+
+Two optional head attributes change how the encoder runs (see kerasbert/hookspecs.py):
+`needs_all_layers` adds `all_layers` (embeddings and every transformer layer's output) to
+the head's features; `trains_backbone = False` freezes the encoder and runs it without
+dropout (the feature-based approach).
 """
 
 import keras
 import tensorflow as tf
+
+from kerasbert.model.backbone import all_layer_outputs_model
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
@@ -16,6 +23,11 @@ class TaskModel(keras.Model):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.head = head
+        self.frozen_backbone = not getattr(head, "trains_backbone", True)
+        if self.frozen_backbone:
+            backbone.trainable = False
+        self.all_layers_model = (all_layer_outputs_model(backbone)
+                                 if getattr(head, "needs_all_layers", False) else None)
 
     def call(self, inputs, training=False):
         token_ids = inputs["token_ids"]
@@ -26,7 +38,14 @@ class TaskModel(keras.Model):
             inputs = {k: tf.reshape(inputs[k], [-1, seq_len]) for k in INPUT_NAMES}
         else:
             inputs = {k: inputs[k] for k in INPUT_NAMES}
-        encoded = self.backbone(inputs, training=training)
+        encoder_training = training and not self.frozen_backbone
+        if self.all_layers_model is not None:
+            all_layers = self.all_layers_model(inputs, training=encoder_training)
+            sequence = all_layers[-1]
+            encoded = {"sequence_output": sequence, "all_layers": all_layers,
+                       "pooled_output": self.backbone.pooled_dense(sequence[:, 0, :])}
+        else:
+            encoded = self.backbone(inputs, training=encoder_training)
         outputs = self.head({**inputs, **encoded}, training=training)
         if choices:
             outputs = tf.reshape(outputs, [-1, num_choices])

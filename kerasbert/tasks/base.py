@@ -63,6 +63,8 @@ class Task:
     default_train_batch_size: int = 32
     default_num_train_epochs: float = 3.0
     default_max_seq_length: int = 128
+    # Overrides of the recipe for the bundled sample only (a demo, not the paper's data).
+    sample_recipe: Mapping[str, Any] = {}
 
     @property
     def num_outputs(self) -> int:

@@ -5,6 +5,6 @@ from kerasbert.hookspecs import hookimpl
 
 @hookimpl
 def kerasbert_tasks():
-    from kerasbert.tasks import glue, swag
+    from kerasbert.tasks import conll, glue, swag
 
-    return list(glue.TASKS.values()) + [swag.TASK]
+    return [*glue.TASKS.values(), swag.TASK, conll.TASK]

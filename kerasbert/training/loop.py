@@ -100,10 +100,20 @@ class Trainer:
     def learning_rate(self):
         return float(self.optimizer.learning_rate)
 
-    def predict(self, dataset):
-        """Raw model outputs (logits or values) for every example, in order."""
+    def predict(self, dataset, padding_value=-10000.0):
+        """Raw model outputs (logits or values) for every example, in order.
+
+        Per-token outputs ([batch, seq, ...]) of batches trimmed to different lengths are
+        right-padded to the longest with `padding_value`, a logit no decoder will pick.
+        """
         outputs = [self._predict_step(inputs).numpy() for inputs, _ in dataset]
-        return np.concatenate(outputs, axis=0) if outputs else np.zeros([0])
+        if not outputs:
+            return np.zeros([0])
+        if outputs[0].ndim >= 3:
+            width = max(o.shape[1] for o in outputs)
+            outputs = [np.pad(o, [(0, 0), (0, width - o.shape[1])] + [(0, 0)] * (o.ndim - 2),
+                              constant_values=padding_value) for o in outputs]
+        return np.concatenate(outputs, axis=0)
 
 
 def count_steps(num_examples, batch_size, num_epochs):
