@@ -42,6 +42,9 @@ class RunConfig:
     eval_batch_size: int = 64
     learning_rate: float | None = None
     num_train_epochs: float | None = None
+    frozen_epochs: float = 0.0
+    frozen_learning_rate: float = 1e-3
+    frozen_patience: int | None = None
     warmup_proportion: float = 0.1
     weight_decay: float = 0.01
     dropout: float | None = None
@@ -80,6 +83,10 @@ class RunConfig:
              "must be positive")
         need(self.num_train_epochs is None or self.num_train_epochs >= 0, "num_train_epochs",
              "must not be negative")
+        need(self.frozen_epochs >= 0, "frozen_epochs", "must not be negative")
+        need(self.frozen_learning_rate > 0, "frozen_learning_rate", "must be positive")
+        need(self.frozen_patience is None or self.frozen_patience > 0, "frozen_patience",
+             "must be a positive integer")
         need(0 <= self.warmup_proportion <= 1, "warmup_proportion", "must be within [0, 1]")
         need(self.weight_decay >= 0, "weight_decay", "must not be negative")
         need(self.dropout is None or 0 <= self.dropout < 1, "dropout", "must be within [0, 1)")

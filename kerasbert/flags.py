@@ -71,8 +71,15 @@ flags.DEFINE_integer("train_batch_size", None, "Global training batch size. Defa
 flags.DEFINE_integer("eval_batch_size", 64, "Global batch size for evaluation and prediction.")
 flags.DEFINE_float("learning_rate", None, "Peak learning rate of AdamW. Default: the task's "
                    "paper recipe (2e-5 for GLUE).")
-flags.DEFINE_float("num_train_epochs", None, "Number of training epochs (may be fractional). "
+flags.DEFINE_float("num_train_epochs", None, "Number of fine-tuning epochs (may be fractional; "
+                   "after --frozen_epochs, the stack-and-finetune phase 2; 0 = frozen only). "
                    "Default: the task's paper recipe (3 for GLUE).")
+flags.DEFINE_float("frozen_epochs", 0.0, "Stack-and-finetune phase 1: epochs that train only "
+                   "the head on a frozen encoder (0 = fine-tune only).")
+flags.DEFINE_float("frozen_learning_rate", 1e-3, "Peak learning rate of the frozen phase (a "
+                   "new head usually wants a larger one than fine-tuning).")
+flags.DEFINE_integer("frozen_patience", None, "Stop the frozen phase when the dev main metric "
+                     "has not improved for this many epochs, keeping the best head.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training steps of linear warmup; "
                    "the learning rate then decays linearly to 0.")
 flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay of AdamW (not applied to "

@@ -1,5 +1,7 @@
 """Files are written whole or not at all: write beside the target, then rename."""
 
+import csv
+import io
 import json
 import os
 import tempfile
@@ -21,3 +23,20 @@ def atomic_write_text(path, text):
 
 def atomic_write_json(path, obj):
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def write_history(path, rows):
+    """history.csv: one row per epoch; columns are the union of the rows' keys."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def read_history(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f))

@@ -5,14 +5,11 @@
           → test predictions (test_results.tsv) → encoder/ + model.weights.h5
 """
 
-import csv
-import io
-import math
 import os
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from kerasbert import config as config_lib
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
@@ -107,15 +104,6 @@ def metrics_for_splits(task, per_split):
     return merged
 
 
-def write_history(path, rows):
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buffer.getvalue())
-
-
 def prepare_output_dir(config):
     finished = os.path.exists(os.path.join(config.output_dir, FINISHED_MARKER))
     if finished and not config.overwrite_output_dir:
@@ -152,8 +140,9 @@ def execute(config, registry=None):
     from kerasbert.hookspecs import HeadContext
     from kerasbert.model import checkpoints
     from kerasbert.model.task_model import TaskModel
-    from kerasbert.training import checkpointing, optimization
-    from kerasbert.training.loop import Timer, Trainer, count_steps
+    from kerasbert.training import checkpointing
+    from kerasbert.training.loop import Timer, Trainer
+    from kerasbert.training.phases import PhaseRunner
 
     registry = registry or plugins.registry()
     task = registry.task(config.task)
@@ -184,9 +173,7 @@ def execute(config, registry=None):
     _log(f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder {source}, "
          + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
 
-    train = features.get("train")
-    per_epoch, total_steps = (count_steps(len(train.examples), config.train_batch_size,
-                                          config.num_train_epochs) if train else (0, 0))
+    train = features.get("train") if config.do_train else None
     with strategy.scope():
         head = head_spec.build(HeadContext(
             kind=task.kind, num_outputs=task.num_outputs,
@@ -195,18 +182,8 @@ def execute(config, registry=None):
         model = TaskModel(backbone, head)
         sample = next(iter(pipeline.make_dataset(next(iter(features.values())).inputs, None, 2)))
         model(sample[0])  # builds the head's weights
-        optimizer = optimization.create_optimizer(
-            model.trainable_variables, config.learning_rate, total_steps,
-            warmup_steps=int(total_steps * config.warmup_proportion),
-            weight_decay=config.weight_decay)
-        optimizer.build(model.trainable_variables)
-    trainer = Trainer(model, task.kind, strategy, optimizer)
-    state = checkpointing.RunState(config.output_dir, model, optimizer)
-    start_epoch = state.restore()
-    if start_epoch:
-        _log(f"kerasbert: resuming after epoch {start_epoch} from {state.directory}")
 
-    def evaluate():
+    def evaluate(trainer):
         per_split = {}
         for split in task.dev_splits:
             if split in features:
@@ -216,51 +193,19 @@ def execute(config, registry=None):
                 per_split[split] = task.evaluate(outputs, f, config.output_dir, split)
         return metrics_for_splits(task, per_split)
 
-    history_path = os.path.join(config.output_dir, "history.csv")
-    history = list(csv.DictReader(open(history_path))) if start_epoch and os.path.exists(
-        history_path) else []
-    writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard"))
     timer = Timer()
-    num_epochs = math.ceil(config.num_train_epochs) if train else 0
-    metrics = {}
-
-    def on_step(step, loss):
-        with writer.as_default(step=step):
-            tf.summary.scalar("train/loss", loss)
-            tf.summary.scalar("train/learning_rate", trainer.learning_rate())
-
-    for epoch in range(start_epoch, num_epochs):
-        steps = min(per_epoch, total_steps - epoch * per_epoch)
-        dataset = pipeline.make_dataset(train.inputs, train.labels, config.train_batch_size,
-                                        shuffle_seed=config.seed + epoch,
-                                        labels_per_token=task.kind == "tagging")
-        train_loss, train_accuracy = trainer.train_epoch(dataset, steps, on_step=on_step)
-        metrics = evaluate() if config.do_eval else {}
-        row = {"epoch": epoch + 1, "step": int(optimizer.iterations.numpy()),
-               "train_loss": round(train_loss, 6),
-               "learning_rate": trainer.learning_rate(), "seconds": round(timer.seconds(), 1)}
-        if train_accuracy is not None:
-            row["train_accuracy"] = round(train_accuracy, 6)
-        row.update({f"dev_{k}": round(v, 6) for k, v in metrics.items()})
-        history.append(row)
-        write_history(history_path, history)
-        with writer.as_default(step=row["step"]):
-            for k, v in metrics.items():
-                tf.summary.scalar(f"dev/{k}", v)
-        writer.flush()
-        state.save(epoch + 1)
-        logging.info("epoch %d/%d: %s", epoch + 1, num_epochs,
-                     ", ".join(f"{k}={v}" for k, v in row.items() if k != "epoch"))
-        _log(f"epoch {epoch + 1}/{num_epochs}: train_loss={train_loss:.4f} "
-             + (f"train_accuracy={train_accuracy:.4f} " if train_accuracy is not None else "")
-             + " ".join(f"dev_{k}={v:.4f}" for k, v in metrics.items()))
+    per_phase, metrics = {}, {}
+    if train is not None:
+        per_phase, metrics = PhaseRunner(model, strategy, task, config, train, evaluate,
+                                         _log).run()
+    trainer = Trainer(model, task.kind, strategy, optimizer=None)  # for evaluation/prediction
 
     if config.do_train:
         checkpoints.save_encoder(backbone, vocab_file, do_lower_case, config.output_dir)
         checkpointing.save_weights_atomically(
             model, os.path.join(config.output_dir, "model.weights.h5"))
     if config.do_eval and not metrics:
-        metrics = evaluate()
+        metrics = evaluate(trainer)
     if config.do_predict:
         for split in task.test_splits:
             f = features[split]
@@ -271,7 +216,8 @@ def execute(config, registry=None):
     if config.do_eval:
         atomic_write_text(os.path.join(config.output_dir, "eval_results.txt"),
                           "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
-    atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER), metrics)
+    atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER),
+                      {**metrics, "phases": per_phase} if len(per_phase) > 1 else metrics)
     _log(f"kerasbert: {task.name} dev metrics: "
          + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
     _log(f"kerasbert: outputs in {config.output_dir} (train time {timer.seconds():.0f} s)")

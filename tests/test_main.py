@@ -93,6 +93,25 @@ def test_feature_based_ner_keeps_the_encoder_frozen(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.parametrize("task, keys", [
+    ("squad_v1", {"exact_match", "f1"}),
+    ("squad_v2", {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"}),
+])
+def test_squad_fine_tunes_decodes_and_scores(tmp_path, task, keys):
+    metrics, out = _run(tmp_path, task, max_train_examples=16, max_eval_examples=12,
+                        max_seq_length=64, max_query_length=16, doc_stride=24)
+    assert keys <= set(metrics)
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert len(predictions) == 12 and all(isinstance(v, str) for v in predictions.values())
+    assert (out / "nbest_predictions.json").exists()
+    assert (out / "null_odds.json").exists() == (task == "squad_v2")
+
+
+def test_squad_query_length_must_leave_room_for_the_passage(tmp_path):
+    with pytest.raises(InputError, match="--max_seq_length=40: must exceed --max_query_length"):
+        _run(tmp_path, "squad_v1", max_seq_length=40, max_query_length=40)
+
+
 def test_regression_task_reports_pearson_and_spearman(tmp_path):
     metrics, out = _run(tmp_path, "stsb", max_train_examples=16, do_predict=True)
     assert {"pearson", "spearman"} <= set(metrics)
@@ -191,8 +210,8 @@ def test_a_run_stopped_after_an_epoch_resumes_and_ends_the_same(tmp_path, monkey
 
     original_save = checkpointing.RunState.save
 
-    def save_then_die(self, finished_epochs):
-        original_save(self, finished_epochs)
+    def save_then_die(self, *args):
+        original_save(self, *args)
         raise KeyboardInterrupt  # as if killed right after the first epoch's checkpoint
 
     monkeypatch.setattr(checkpointing.RunState, "save", save_then_die)

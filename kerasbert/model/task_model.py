@@ -23,11 +23,16 @@ class TaskModel(keras.Model):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.head = head
-        self.frozen_backbone = not getattr(head, "trains_backbone", True)
-        if self.frozen_backbone:
-            backbone.trainable = False
+        self.head_trains_backbone = getattr(head, "trains_backbone", True)
+        self.set_backbone_trainable(True)
         self.all_layers_model = (all_layer_outputs_model(backbone)
                                  if getattr(head, "needs_all_layers", False) else None)
+
+    def set_backbone_trainable(self, trainable):
+        """Freezes or unfreezes the encoder (a head may keep it frozen for good). A frozen
+        encoder also runs without dropout: its outputs are fixed features."""
+        self.frozen_backbone = not (trainable and self.head_trains_backbone)
+        self.backbone.trainable = not self.frozen_backbone
 
     def call(self, inputs, training=False):
         token_ids = inputs["token_ids"]

@@ -5,6 +5,6 @@ from kerasbert.hookspecs import hookimpl
 
 @hookimpl
 def kerasbert_tasks():
-    from kerasbert.tasks import conll, glue, swag
+    from kerasbert.tasks import conll, glue, squad, swag
 
-    return [*glue.TASKS.values(), swag.TASK, conll.TASK]
+    return [*glue.TASKS.values(), *squad.TASKS.values(), swag.TASK, conll.TASK]

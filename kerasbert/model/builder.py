@@ -1,0 +1,51 @@
+"""Encoder + registered head → a built `TaskModel`, the same way for training and export.
+
+`kerasbert.main` builds the model before training; `kerasbert.export.saved_model` rebuilds
+it from a finished run and loads `model.weights.h5` into it. Weight files are matched by
+layer structure, so both must build the head from the same `HeadContext`: one function.
+"""
+
+import numpy as np
+
+from kerasbert.errors import InputError
+from kerasbert.hookspecs import HeadContext
+from kerasbert.model.task_model import INPUT_NAMES, TaskModel
+from kerasbert.tasks.base import MULTIPLE_CHOICE
+
+
+def check_head_fits(task, head_spec):
+    if task.kind not in head_spec.kinds:
+        raise InputError(
+            f"--head={head_spec.name}: serves {', '.join(head_spec.kinds)} tasks, but "
+            f"--task={task.name} is a {task.kind} task")
+
+
+def head_context(task, backbone, head_options=None, seed=None):
+    """What the head is told (a multiple-choice task has num_outputs 1: one score per
+    [CLS] context [SEP] ending [SEP] sequence)."""
+    return HeadContext(
+        kind=task.kind, num_outputs=task.num_outputs,
+        hidden_dim=backbone.hidden_dim, dropout=backbone.dropout,
+        options=dict(head_options or {}), seed=seed)
+
+
+def dummy_inputs(kind, seq_length=8, batch_size=2, num_choices=2):
+    """int32 zeros in the layout of `kind` ([batch, choices, seq] for multiple choice)."""
+    shape = [batch_size, num_choices, seq_length] if kind == MULTIPLE_CHOICE else [
+        batch_size, seq_length]
+    inputs = {name: np.zeros(shape, np.int32) for name in INPUT_NAMES}
+    inputs["padding_mask"][..., :2] = 1  # [CLS] [SEP]: no all-masked rows
+    return inputs
+
+
+def build_task_model(task, head_spec, backbone, head_options=None, seed=None,
+                     sample_inputs=None):
+    """A `TaskModel` with every weight created (built on `sample_inputs` or zeros).
+
+    Call it inside `strategy.scope()` when training under a distribution strategy.
+    """
+    check_head_fits(task, head_spec)
+    head = head_spec.build(head_context(task, backbone, head_options, seed))
+    model = TaskModel(backbone, head)
+    model(dummy_inputs(task.kind) if sample_inputs is None else sample_inputs)
+    return model
