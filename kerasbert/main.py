@@ -271,13 +271,18 @@ def main(argv):
     return 0
 
 
-def run():
+def define_plugin_flags():
+    """Lets every plugin define its flags (before parsing); quiets TF's start-up logs."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
     import logging as std_logging
 
     std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)  # checkpoint INFO spam
     registry = plugins.registry(_blocked_plugins(sys.argv))
     registry.manager.hook.kerasbert_define_flags(flag_values=FLAGS)
+
+
+def run():
+    define_plugin_flags()
 
     def guarded(argv):
         try:
