@@ -35,6 +35,7 @@ class RunConfig:
     vocab_file: str | None = None
     do_lower_case: bool | None = None
     overwrite_output_dir: bool = False
+    export_dir: str | None = None
     do_train: bool = True
     do_eval: bool = True
     do_predict: bool = False
@@ -90,6 +91,9 @@ class RunConfig:
         need(0 <= self.warmup_proportion <= 1, "warmup_proportion", "must be within [0, 1]")
         need(self.weight_decay >= 0, "weight_decay", "must not be negative")
         need(self.dropout is None or 0 <= self.dropout < 1, "dropout", "must be within [0, 1)")
+        need(self.export_dir is None or self.do_train, "export_dir",
+             "exports the trained model: needs --do_train (use python -m "
+             "kerasbert.export.saved_model --run_dir=... for an existing run)")
         need(not self.use_tfds or self.data_dir is None, "use_tfds",
              "--use_tfds reads from --tfds_data_dir; do not also give --data_dir")
         if self.data_dir is not None and not os.path.isdir(self.data_dir):

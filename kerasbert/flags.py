@@ -60,6 +60,8 @@ flags.DEFINE_boolean("do_lower_case", None, "Whether to lower-case and strip acc
 # --- Training ----------------------------------------------------------------------------
 flags.DEFINE_string("output_dir", None, "Where the run writes its config, metrics, history, "
                     "checkpoints and predictions. Default: kerasbert_runs/<task>-<date-time>.")
+flags.DEFINE_string("export_dir", None, "After training, export the run as a versioned "
+                    "SavedModel for TF Serving into this folder (<export_dir>/<version>/).")
 flags.DEFINE_boolean("overwrite_output_dir", False, "Start over in an --output_dir that already "
                      "holds a finished run.")
 flags.DEFINE_boolean("do_train", True, "Whether to fine-tune on the train split.")

@@ -137,9 +137,7 @@ def execute(config, registry=None):
     from kerasbert import distribute
     from kerasbert.data import pipeline
     from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.hookspecs import HeadContext
-    from kerasbert.model import checkpoints
-    from kerasbert.model.task_model import TaskModel
+    from kerasbert.model import builder, checkpoints
     from kerasbert.training import checkpointing
     from kerasbert.training.loop import Timer, Trainer
     from kerasbert.training.phases import PhaseRunner
@@ -149,10 +147,11 @@ def execute(config, registry=None):
     config = config.resolved(task)
     configure_task(task, config)
     head_spec = registry.head(config.head)
-    if task.kind not in head_spec.kinds:
-        raise InputError(
-            f"--head={config.head}: serves {', '.join(head_spec.kinds)} tasks, but "
-            f"--task={task.name} is a {task.kind} task")
+    builder.check_head_fits(task, head_spec)
+    if config.export_dir:  # a kind that cannot be exported fails now, not after training
+        from kerasbert.export.saved_model import kind_export
+
+        kind_export(task)
 
     # Everything that can fail on bad input happens before the output dir is touched.
     keras.utils.set_random_seed(config.seed)
@@ -175,13 +174,9 @@ def execute(config, registry=None):
 
     train = features.get("train") if config.do_train else None
     with strategy.scope():
-        head = head_spec.build(HeadContext(
-            kind=task.kind, num_outputs=task.num_outputs,
-            hidden_dim=backbone.hidden_dim, dropout=backbone.dropout,
-            options=config.head_options, seed=config.seed))
-        model = TaskModel(backbone, head)
         sample = next(iter(pipeline.make_dataset(next(iter(features.values())).inputs, None, 2)))
-        model(sample[0])  # builds the head's weights
+        model = builder.build_task_model(task, head_spec, backbone, config.head_options,
+                                         config.seed, sample_inputs=sample[0])
 
     def evaluate(trainer):
         per_split = {}
@@ -218,6 +213,11 @@ def execute(config, registry=None):
                           "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
     atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER),
                       {**metrics, "phases": per_phase} if len(per_phase) > 1 else metrics)
+    if config.export_dir:
+        from kerasbert.export.saved_model import export_run
+
+        path = export_run(config.output_dir, config.export_dir, registry=registry)
+        _log(f"kerasbert: SavedModel for TF Serving in {path} (see README, Serving)")
     _log(f"kerasbert: {task.name} dev metrics: "
          + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
     _log(f"kerasbert: outputs in {config.output_dir} (train time {timer.seconds():.0f} s)")

@@ -112,6 +112,16 @@ def test_squad_query_length_must_leave_room_for_the_passage(tmp_path):
         _run(tmp_path, "squad_v1", max_seq_length=40, max_query_length=40)
 
 
+def test_export_after_training(tmp_path):
+    _, out = _run(tmp_path, "sst2", max_train_examples=8, export_dir=str(tmp_path / "serving"))
+    assert os.listdir(tmp_path / "serving") == ["1"]
+    assert os.path.exists(tmp_path / "serving" / "1" / "saved_model.pb")
+    with pytest.raises(InputError, match="not exported yet|cannot be exported|span"):
+        _run(tmp_path, "squad_v1", name="squad", export_dir=str(tmp_path / "serving2"),
+             max_seq_length=64, max_query_length=16)
+    assert not (tmp_path / "squad").exists()
+
+
 def test_regression_task_reports_pearson_and_spearman(tmp_path):
     metrics, out = _run(tmp_path, "stsb", max_train_examples=16, do_predict=True)
     assert {"pearson", "spearman"} <= set(metrics)

@@ -207,9 +207,6 @@ def is_sentence_pair(task):
 def load_run(run_dir, registry=None):
     """Rebuilds the task model of a finished run and loads its trained weights."""
     from kerasbert import plugins
-    from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.model import checkpoints
-    from kerasbert.model.builder import build_task_model, dummy_inputs
 
     if not os.path.isdir(run_dir):
         raise InputError(f"{at(run_dir)}--run_dir: no such folder")
@@ -223,6 +220,11 @@ def load_run(run_dir, registry=None):
     kind_export(task)  # fails before the heavy work for kinds not exported yet
     sentence_pair = task.kind != MULTIPLE_CHOICE and is_sentence_pair(task)
     head_spec = registry.head(config.head or task.default_head)
+    # TensorFlow and keras-hub load only now: a wrong path fails in a blink.
+    from kerasbert.data.tokenization import WordPieceTokenizer
+    from kerasbert.model import checkpoints
+    from kerasbert.model.builder import build_task_model, dummy_inputs
+
     encoder = checkpoints.load_encoder(run_dir)
     tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
     model = build_task_model(task, head_spec, encoder.backbone, config.head_options, config.seed,
@@ -383,6 +385,9 @@ def main(argv=None):
         print(f"kerasbert: error: {e}", file=sys.stderr)
         return 2
     print(f"kerasbert: exported {args.run_dir} to {path}", flush=True)
+    print("kerasbert: next: `tensorflow_model_server --rest_api_port=8501 "
+          f"--model_name=kerasbert --model_base_path={os.path.abspath(args.export_dir)}` "
+          "(see docs/serving.md)", flush=True)
     return 0
 
 

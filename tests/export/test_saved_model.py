@@ -217,7 +217,7 @@ def _need(exported, name):
 
 
 def _assert_outputs_match(actual, expected, label_list=None):
-    """Scores to 1e-5; the decision (label / choice) equal to the reference wherever the
+    """Scores to ATOL; the decision (label / choice) equal to the reference wherever the
     reference is not a near-tie, and always the argmax of the served probabilities."""
     assert set(actual) == set(expected)
     for key, value in expected.items():
