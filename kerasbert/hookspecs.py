@@ -47,6 +47,11 @@ class HeadSpec:
       - regression: predictions [batch, 1]
       - multiple_choice: one score per sequence [batch, 1] (choices are flattened into
         the batch before the encoder and regrouped after the head)
+      - span: start and end logits [batch, seq, 2]
+      - tagging: per-token logits [batch, seq, num_outputs]
+    Two optional attributes of the built layer: `needs_all_layers = True` adds
+    `all_layers` (embeddings and every transformer layer's output) to the features;
+    `trains_backbone = False` keeps the encoder frozen in every phase.
     """
 
     name: str

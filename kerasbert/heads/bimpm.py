@@ -17,7 +17,7 @@ into A and B (`split_pair`), then:
   prediction dropout, Dense(2·units, tanh), dropout, Dense(num_outputs)
 
 Every matching weight W ∈ R^{l×d} is its own: per direction (A→B, B→A), per LSTM
-direction and per strategy, as in the authors' code (16 matrices). Padding is masked
+direction and per strategy (16 matrices; the paper does not say which are shared). Padding is masked
 everywhere: appending padding, or batching with longer pairs, does not change the logits.
 
 `bimpm_no_context` matches BERT's states directly. They have no forward/backward halves,
@@ -29,7 +29,8 @@ A sentence may be empty: a single-sentence input has no B, and the model builder
 batch is just `[CLS] [SEP]`. Its matching vectors are then zeros and its aggregation state
 is zero, so the head stays finite (but learns nothing from such pairs: for single-sentence
 tasks use `sequence_classifier`). Each LSTM is still run on one (zero) step of an empty
-sentence because cuDNN rejects zero-length sequences; that state is then zeroed.
+sentence, so that no row has length 0 (which GPU kernels may reject); that state is then
+zeroed.
 
 Options: `bimpm_perspectives` (l, 20), `bimpm_lstm_units` (context and aggregation units
 per direction, 100) and `bimpm_dropout` (0.1) — and the same three as
@@ -43,24 +44,24 @@ from keras import ops
 DEFAULT_PERSPECTIVES = 20
 DEFAULT_LSTM_UNITS = 100
 DEFAULT_DROPOUT = 0.1
-# Floor on squared norms in cosines: the authors' value; keeps zero (padding) vectors finite.
+# Floor on squared norms in cosines: zero (padding) vectors get cosine 0 and finite gradients.
 COSINE_EPS = 1e-6
 
 # ---- splitting the packed pair ---------------------------------------------------------------
 
 
-def gather_positions(sequence, keep):
+def gather_positions(sequence, keep, min_width=1):
     """The kept positions of each row, moved to the front: ([b, n, H], bool mask [b, n]).
 
-    n is the largest number of kept positions in the batch (at least 1, so that tensors never
-    have a zero-length axis); rows with fewer are zero-padded. Plain tf ops with dynamic
-    shapes: works in graph mode and under tf.distribute.
+    n is the largest number of kept positions in the batch, at least `min_width` (≥ 1, so
+    that tensors never have a zero-length axis); rows with fewer are zero-padded. Plain tf
+    ops with dynamic shapes: works in graph mode and under tf.distribute.
     """
     keep = tf.cast(keep, tf.bool)
     seq_len = tf.shape(keep)[1]
     positions = tf.range(seq_len)[None, :]
     counts = tf.reduce_sum(tf.cast(keep, tf.int32), axis=1)
-    width = tf.maximum(tf.reduce_max(counts), 1)
+    width = tf.maximum(tf.reduce_max(counts), min_width)
     # Kept positions sort first, in order; the keys are distinct, so any sort is stable.
     order = tf.argsort(tf.where(keep, positions, positions + seq_len), axis=1)[:, :width]
     mask = tf.range(width)[None, :] < counts[:, None]
@@ -68,7 +69,7 @@ def gather_positions(sequence, keep):
     return gathered * tf.cast(mask, gathered.dtype)[..., None], mask
 
 
-def split_pair(sequence, segment_ids, padding_mask):
+def split_pair(sequence, segment_ids, padding_mask, min_width=1):
     """A and B out of `[CLS] A [SEP] B [SEP]` states: ((a, a_mask), (b, b_mask)).
 
     A = segment-0 real positions except the first ([CLS]) and the last (the first [SEP]);
@@ -87,7 +88,8 @@ def split_pair(sequence, segment_ids, padding_mask):
 
     keep_a = in_a & (positions != first(in_a)) & (positions != last(in_a))
     keep_b = in_b & (positions != last(in_b))
-    return gather_positions(sequence, keep_a), gather_positions(sequence, keep_b)
+    return (gather_positions(sequence, keep_a, min_width),
+            gather_positions(sequence, keep_b, min_width))
 
 
 # ---- matching functions (the paper's section 3.3) --------------------------------------------

@@ -101,8 +101,10 @@ class SimTransformer(keras.layers.Layer):
 
     def call(self, features, training=False):
         sequence = ops.cast(features["sequence_output"], self.compute_dtype)
+        # At least 2 columns: Keras warns about attention over a single key (a softmax over
+        # one value), which eager calls on one-token sentences would otherwise trigger.
         (a, a_mask), (b, b_mask) = split_pair(sequence, features["segment_ids"],
-                                              features["padding_mask"])
+                                              features["padding_mask"], min_width=2)
         a_states = self._encode(self.context_projection, self.context_layers, a, a_mask,
                                 training)
         b_states = self._encode(self.context_projection, self.context_layers, b, b_mask,

@@ -1,6 +1,8 @@
 """BIMPM heads: pair splitting, the four matching strategies against the paper's definitions,
 masking, training, config and flags."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -154,6 +156,29 @@ def test_split_pair_takes_a_and_b_without_cls_sep_and_padding():
                                                                   [2, 2, 2]])
 
 
+def test_split_recovers_the_sentences_of_pairs_packed_by_the_tokenizer():
+    from kerasbert.data.tokenization import WordPieceTokenizer, encode_texts
+
+    vocab = os.path.join(os.path.dirname(bimpm.__file__), "..", "data", "uncased_vocab.txt")
+    tokenizer = WordPieceTokenizer(vocab)
+    texts_a = ["How would I boil an egg quickly?", "Short.",
+               "Every sentence here is invented for this test of the splitter."]
+    texts_b = ["What is a fast way to boil eggs?",
+               "A much longer second sentence makes the pair truncate from the end.", "Ok"]
+    inputs = encode_texts(tokenizer, texts_a, texts_b, max_seq_length=14)  # truncates two
+    ids = inputs["token_ids"][..., None].astype("float32")
+    (a, a_mask), (b, b_mask) = split_pair(ids, inputs["segment_ids"], inputs["padding_mask"])
+    for row in range(3):
+        got_a = np.asarray(a)[row, :, 0][np.asarray(a_mask)[row]].astype(int).tolist()
+        got_b = np.asarray(b)[row, :, 0][np.asarray(b_mask)[row]].astype(int).tolist()
+        full_a, full_b = (tokenizer.tokenize_ids([t])[0].numpy().tolist()
+                          for t in (texts_a[row], texts_b[row]))
+        # Truncation keeps a prefix of each; everything but [CLS] and two [SEP] is kept.
+        assert got_a == full_a[:len(got_a)] and got_b == full_b[:len(got_b)]
+        assert len(got_a) + len(got_b) + 3 == inputs["padding_mask"][row].sum()
+    assert np.asarray(a_mask).sum(1).tolist()[1] == len(tokenizer.tokenize("Short."))
+
+
 def test_a_batch_of_empty_pairs_still_has_one_column():
     # The model builder's dummy batch is [CLS] [SEP]: A and B are empty in every row.
     x = np.ones((2, 4, 3), "float32")
@@ -162,6 +187,8 @@ def test_a_batch_of_empty_pairs_still_has_one_column():
     assert a.shape == b.shape == (2, 1, 3)
     assert not np.asarray(a_mask).any() and not np.asarray(b_mask).any()
     np.testing.assert_array_equal(np.asarray(a), 0.0)
+    (a, _), _ = split_pair(x, np.zeros_like(mask), mask, min_width=2)
+    assert a.shape == (2, 2, 3)
 
 
 # ---- the heads ------------------------------------------------------------------------------
@@ -189,9 +216,9 @@ def pad(features, extra, seed=1):
     return out
 
 
-def make_head(context, num_outputs=3, seed=0):
-    return BiMPM(num_outputs, perspectives=3, lstm_units=4, dropout=0.1, context=context,
-                 seed=seed)
+def make_head(context, num_outputs=3, dropout=0.1):
+    return BiMPM(num_outputs, perspectives=3, lstm_units=4, dropout=dropout, context=context,
+                 seed=0)
 
 
 @pytest.mark.parametrize("context", [True, False], ids=["bimpm", "no_context"])
@@ -206,6 +233,7 @@ def test_padding_changes_nothing(context):
         alone = {k: v[row: row + 1] if k == "pooled_output" else v[row: row + 1, :length]
                  for k, v in features.items()}
         np.testing.assert_allclose(np.asarray(head(alone))[0], logits[row], atol=1e-6)
+    assert not np.allclose(np.asarray(head(features, training=True)), logits)  # dropout
     # ... while the real states do matter.
     changed = dict(features, sequence_output=features["sequence_output"] * 1.5 + 0.3)
     assert np.abs(np.asarray(head(changed)) - logits).max() > 1e-4
@@ -231,7 +259,7 @@ def test_trains_and_lowers_the_loss(context, kind):
         labels, num_outputs = np.array([0, 2, 1], "int32"), 3
     else:
         labels, num_outputs = np.array([0.2, -0.5, 0.9], "float32"), 1
-    head = make_head(context, num_outputs)
+    head = make_head(context, num_outputs, dropout=0.0)  # no dropout noise: steady descent
     assert head(features).shape == (3, num_outputs)
     optimizer = keras.optimizers.Adam(2e-2)
     variables = head.trainable_variables

@@ -29,9 +29,9 @@ def pair_features(seed=0, hidden=8):
             "token_ids": MASK.copy(), "segment_ids": SEGMENTS, "padding_mask": MASK}
 
 
-def make_head(num_outputs=3, layers=1):
+def make_head(num_outputs=3, layers=1, dropout=0.1):
     return SimTransformer(num_outputs, perspectives=3, hidden_dim=8, num_heads=2,
-                          intermediate_dim=16, num_layers=layers, dropout=0.1, seed=0)
+                          intermediate_dim=16, num_layers=layers, dropout=dropout, seed=0)
 
 
 def test_masked_mean():
@@ -40,6 +40,7 @@ def test_masked_mean():
     np.testing.assert_array_equal(np.asarray(masked_mean(x, mask)), [[1.0, 2.0], [0.0, 0.0]])
 
 
+@pytest.mark.filterwarnings("error:You are using a softmax over axis")  # see min_width
 def test_padding_changes_nothing():
     head = make_head(layers=2)
     features = pair_features()
@@ -70,25 +71,21 @@ def test_trains_and_lowers_the_loss(kind):
         labels, num_outputs = np.array([0, 2, 1], "int32"), 3
     else:
         labels, num_outputs = np.array([0.2, -0.5, 0.9], "float32"), 1
-    head = make_head(num_outputs)
+    head = make_head(num_outputs, dropout=0.0)  # no dropout noise: the loss falls steadily
     assert head(features).shape == (3, num_outputs)
-    optimizer = keras.optimizers.Adam(2e-2)
+    optimizer = keras.optimizers.Adam(1e-2)
     variables = head.trainable_variables
 
-    @tf.function
-    def step():  # transformer gradients trace quickly, unlike LSTMs'
+    def step():  # eager: a few steps cost less than tracing
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(losses.per_example_loss(kind, labels,
                                                           head(features, training=True)))
         grads = tape.gradient(loss, variables)
+        assert all(g is not None for g in grads)  # every weight is on the loss's path
         optimizer.apply(grads, variables)
-        return loss, [g is None for g in grads]
+        return float(loss)
 
-    history = []
-    for _ in range(8):
-        loss, missing = step()
-        history.append(float(loss))
-    assert not any(missing)  # every weight is on the loss's path
+    history = [step() for _ in range(8)]
     assert history[-1] < 0.7 * history[0], history
 
 
