@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from kerasbert import config as config_lib
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
@@ -142,6 +142,7 @@ def execute(config, registry=None):
     from kerasbert.training.loop import Timer, Trainer
     from kerasbert.training.phases import PhaseRunner
 
+    tf.get_logger().setLevel("WARNING")  # TF's per-checkpoint INFO lines
     registry = registry or plugins.registry()
     task = registry.task(config.task)
     config = config.resolved(task)
@@ -246,6 +247,8 @@ def head_options(flag_values, head_name):
 
 
 def main(argv):
+    if not FLAGS["verbosity"].present:  # our progress lines go to stdout; keep TF's INFO out
+        logging.set_verbosity(logging.WARNING)
     if len(argv) > 1:
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
     registry = plugins.registry(tuple(FLAGS.disable_plugins))
