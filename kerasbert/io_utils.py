@@ -6,6 +6,8 @@ import json
 import os
 import tempfile
 
+from kerasbert.errors import InputError, at
+
 
 def atomic_write_text(path, text):
     directory = os.path.dirname(os.path.abspath(path))
@@ -40,3 +42,21 @@ def read_history(path):
         return []
     with open(path, encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def read_utf8_text(path, kind=""):
+    """The text of a UTF-8 file (a BOM dropped); InputError naming the file, and the line of
+    the first bad byte, when it cannot be read or decoded. `kind` names the format."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise InputError(f"{at(path)}no such file") from None
+    except OSError as e:
+        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(f"{at(path, line)}not valid UTF-8 (byte 0x{raw[e.start]:02x})"
+                         + (f"; {kind} files are UTF-8" if kind else "")) from None

@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
+from kerasbert.io_utils import read_utf8_text
 from kerasbert.tasks.base import TAGGING, Example, Features, Task
 
 log = logging.getLogger(__name__)
@@ -59,16 +60,7 @@ class Sentence(Example):
 
 
 def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(f"{at(path, line)}not valid UTF-8 (byte 0x{raw[e.start]:02x})") from None
+    return read_utf8_text(path, "CoNLL")
 
 
 def _parse_columns(path: str, text: str):

@@ -19,7 +19,7 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics as skmetrics
 
-from kerasbert.io_utils import atomic_write_text
+from kerasbert.io_utils import atomic_write_text, read_utf8_text
 from kerasbert.errors import InputError, at
 from kerasbert.tasks.base import CLASSIFICATION, REGRESSION, Example, Task
 
@@ -253,18 +253,7 @@ def _read_lines(path: str) -> list[str]:
     Splitting on tabs ourselves is csv.QUOTE_NONE with a tab delimiter: GLUE text contains
     unbalanced quotes that must stay literal; doing it by hand keeps line numbers physical.
     """
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(
-            f"{at(path, line)}not valid UTF-8 (byte 0x{raw[e.start]:02x}); GLUE files are UTF-8"
-        ) from None
+    text = read_utf8_text(path, "GLUE")
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     while lines and not lines[-1]:
         lines.pop()

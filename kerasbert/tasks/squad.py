@@ -45,7 +45,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_text
+from kerasbert.io_utils import atomic_write_text, read_utf8_text
 from kerasbert.tasks import squad_metrics
 from kerasbert.tasks.base import SPAN, Example, Features, Task
 
@@ -173,19 +173,7 @@ def _read_answers(qa, key, context, where, qpath, required) -> tuple[Answer, ...
 
 
 def _read_text(path):
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise InputError(f"{at(path)}no such file") from None
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(f"{at(path, line)}not valid UTF-8 (byte 0x{raw[e.start]:02x}); "
-                         "SQuAD files are UTF-8") from None
+    return read_utf8_text(path, "SQuAD")
 
 
 class _Where:

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_text
+from kerasbert.io_utils import atomic_write_text, read_utf8_text
 from kerasbert.tasks.base import MULTIPLE_CHOICE, Example, Features, Task
 
 log = logging.getLogger(__name__)
@@ -232,17 +232,7 @@ class SwagTask(Task):
 
 def _read_csv(path: str) -> list[tuple[int, list[str]]]:
     """(line, fields) of each non-blank CSV record; `line` is where the record starts."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(f"{at(path, line)}not valid UTF-8 (byte 0x{raw[e.start]:02x}); "
-                         "SWAG files are UTF-8") from None
+    text = read_utf8_text(path, "SWAG")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     records, line = [], 1
     try:
