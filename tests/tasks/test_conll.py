@@ -415,7 +415,7 @@ def test_evaluate_file_reads_conlleval_input(tmp_path):
         conll.evaluate_file(write(tmp_path, "r.txt", "Oslo B-LOC\n"))
     with pytest.raises(InputError, match=r"s\.txt: no tagged words"):
         conll.evaluate_file(write(tmp_path, "s.txt", "\n\n"))
-    with pytest.raises(InputError, match=r"nope\.txt: cannot read"):
+    with pytest.raises(InputError, match=r"nope\.txt: no such file"):
         conll.evaluate_file(str(tmp_path / "nope.txt"))
 
 
