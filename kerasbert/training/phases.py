@@ -119,9 +119,10 @@ class PhaseRunner:
                 for k, v in metrics.items():
                     tf.summary.scalar(f"dev/{k}", v)
             self.writer.flush()
+            shown = ("train_loss", "train_accuracy", "train_dev_gap", f"dev_{main_metric}")
             self.log(f"{phase.name} epoch {epoch + 1}/{math.ceil(phase.num_epochs)}: "
-                     + " ".join(f"{k}={v:.4f}" for k, v in row.items()
-                                if isinstance(v, float) and k not in ("learning_rate", "seconds")))
+                     + " ".join(f"{k}={row[k]:.4f}" for k in shown if k in row)
+                     + f" ({row['seconds']:.0f} s; all metrics in history.csv)")
             stop = False
             if phase.patience is not None and main_metric in metrics:
                 if best is None or metrics[main_metric] > best:
