@@ -131,7 +131,6 @@ def prepare_output_dir(config):
 def execute(config, registry=None):
     """Runs one task end to end; returns the final dev metrics (a dict)."""
     import keras
-    import numpy as np
     import tensorflow as tf
 
     from kerasbert import distribute

@@ -1,4 +1,3 @@
-import keras
 import keras_hub
 import numpy as np
 import pytest
