@@ -5,6 +5,7 @@
           → test predictions (test_results.tsv) → encoder/ + model.weights.h5
 """
 
+import copy
 import os
 import sys
 import time
@@ -143,7 +144,9 @@ def execute(config, registry=None):
 
     tf.get_logger().setLevel("WARNING")  # TF's per-checkpoint INFO lines
     registry = registry or plugins.registry()
-    task = registry.task(config.task)
+    # A copy: the run's options (SQuAD's doc_stride, ...) must not stick to the registry's
+    # shared instance and leak into the next run in the same process.
+    task = copy.copy(registry.task(config.task))
     config = config.resolved(task)
     configure_task(task, config)
     head_spec = registry.head(config.head)

@@ -28,7 +28,8 @@ class Registry:
         self.heads = {}
         self.tasks = {}
         self.problems = []  # one line per plugin that failed to load or register
-        for plugin in manager.get_plugins():
+        # Registration order (built-ins first), so "keeping the first" is deterministic.
+        for _, plugin in manager.list_name_plugin():
             origin = self._origin(plugin)
             self._collect(plugin, origin, "kerasbert_heads", self.heads)
             self._collect(plugin, origin, "kerasbert_tasks", self.tasks)
