@@ -60,3 +60,17 @@ def read_utf8_text(path, kind=""):
         line = raw[: e.start].count(b"\n") + 1
         raise InputError(f"{at(path, line)}not valid UTF-8 (byte 0x{raw[e.start]:02x})"
                          + (f"; {kind} files are UTF-8" if kind else "")) from None
+
+
+def read_json_object(path):
+    """A JSON file holding one object; InputError naming the file (and line) otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{at(path, e.lineno)}invalid JSON: {e.msg}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{at(path)}cannot read: {e}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{at(path)}expected a JSON object")
+    return value

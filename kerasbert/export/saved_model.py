@@ -31,7 +31,6 @@ tokenizer's ops); TF Serving's model server has them built in.
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import secrets
@@ -40,6 +39,7 @@ import sys
 from typing import Callable
 
 from kerasbert.errors import InputError, at
+from kerasbert.io_utils import read_json_object
 from kerasbert.tasks.base import CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TAGGING
 
 RUN_CONFIG = "run_config.json"
@@ -170,15 +170,7 @@ def read_run_config(run_dir):
     path = os.path.join(run_dir, RUN_CONFIG)
     if not os.path.isfile(path):
         raise InputError(f"{at(path)}missing: --run_dir must be a finished kerasbert run")
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{at(path, e.lineno)}invalid JSON: {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{at(path)}cannot read: {e}") from None
-    if not isinstance(values, dict):
-        raise InputError(f"{at(path)}expected a JSON object")
+    values = read_json_object(path)
     known = {f.name for f in dataclasses.fields(RunConfig)}
     values = {k: v for k, v in values.items() if k in known}  # a newer run's extra settings
     values.update(data_dir=None, tfds_data_dir=None, vocab_file=None)

@@ -16,52 +16,16 @@ def _cls_linear(context):
     )
 
 
-def _tagger(context):
-    from kerasbert.heads.tagger import build_tagger
+def _lazy(module, factory):
+    """A head factory that imports its module only when the head is built (keeps
+    `--list_heads` and flag definition fast)."""
 
-    return build_tagger(context)
+    def build(context):
+        import importlib
 
+        return getattr(importlib.import_module(f"kerasbert.heads.{module}"), factory)(context)
 
-def _feature_bilstm(context):
-    from kerasbert.heads.feature_bilstm import build_feature_bilstm
-
-    return build_feature_bilstm(context)
-
-
-def _span(context):
-    from kerasbert.heads.span import build_span_head
-
-    return build_span_head(context)
-
-
-def _bimpm(context):
-    from kerasbert.heads.bimpm import build_bimpm
-
-    return build_bimpm(context)
-
-
-def _bimpm_no_context(context):
-    from kerasbert.heads.bimpm import build_bimpm_no_context
-
-    return build_bimpm_no_context(context)
-
-
-def _sim_transformer(context):
-    from kerasbert.heads.sim_transformer import build_sim_transformer
-
-    return build_sim_transformer(context)
-
-
-def _bilstm_tagger(context):
-    from kerasbert.heads.bilstm_tagger import build_bilstm_tagger
-
-    return build_bilstm_tagger(context)
-
-
-def _sequence_classifier(context):
-    from kerasbert.heads.sequence_classifier import build_sequence_classifier
-
-    return build_sequence_classifier(context)
+    return build
 
 
 @hookimpl
@@ -76,50 +40,50 @@ def kerasbert_heads():
         HeadSpec(
             name="span",
             kinds=(base.SPAN,),
-            build=_span,
+            build=_lazy("span", "build_span_head"),
             description="Start and end vectors S, E over the final hidden states (SQuAD).",
         ),
         HeadSpec(
             name="tagger",
             kinds=(base.TAGGING,),
-            build=_tagger,
+            build=_lazy("tagger", "build_tagger"),
             description="Token classifier on the final hidden states (fine-tuning NER).",
         ),
         HeadSpec(
             name="feature_bilstm",
             kinds=(base.TAGGING,),
-            build=_feature_bilstm,
+            build=_lazy("feature_bilstm", "build_feature_bilstm"),
             description="Frozen encoder's layers -> 2-layer BiLSTM -> classifier (BERT 5.3).",
         ),
         HeadSpec(
             name="bimpm",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_bimpm,
+            build=_lazy("bimpm", "build_bimpm"),
             description="BIMPM on the A/B token states: context BiLSTM, multi-perspective "
                         "matching, aggregation BiLSTM (Wang et al. 2019).",
         ),
         HeadSpec(
             name="bimpm_no_context",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_bimpm_no_context,
+            build=_lazy("bimpm", "build_bimpm_no_context"),
             description="BIMPM without its context BiLSTM: matching on BERT's states.",
         ),
         HeadSpec(
             name="sim_transformer",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_sim_transformer,
+            build=_lazy("sim_transformer", "build_sim_transformer"),
             description="BIMPM with transformer layers instead of BiLSTMs (Sim-Transformer).",
         ),
         HeadSpec(
             name="bilstm_tagger",
             kinds=(base.TAGGING,),
-            build=_bilstm_tagger,
+            build=_lazy("bilstm_tagger", "build_bilstm_tagger"),
             description="BiLSTM over the final hidden states, then a token classifier.",
         ),
         HeadSpec(
             name="sequence_classifier",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_sequence_classifier,
+            build=_lazy("sequence_classifier", "build_sequence_classifier"),
             description="BiLSTM or Kim-CNN over the token states, max-pooled, then a "
                         "classifier.",
         ),

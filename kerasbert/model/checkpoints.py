@@ -27,6 +27,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 from kerasbert.errors import InputError
+from kerasbert.io_utils import read_json_object
 from kerasbert.errors import at
 from kerasbert.model.backbone import BertEncoder
 from kerasbert.model.backbone import hidden_activation
@@ -94,7 +95,7 @@ def load_encoder(path, dropout=None):
             return _load_kerasbert_run(folder, dropout)
     config_file = os.path.join(path, "config.json")
     if os.path.isfile(config_file):
-        config = _read_json(config_file)
+        config = read_json_object(config_file)
         if "registered_name" in config:
             return _load_preset(path, dropout)
         if "model_type" in config or "hidden_size" in config:
@@ -156,7 +157,7 @@ def save_encoder(backbone, vocab_file, do_lower_case, dir):  # noqa: A002 (publi
 
 def _load_kerasbert_run(folder, dropout):
     config_file = os.path.join(folder, ENCODER_CONFIG)
-    config = _read_json(config_file)
+    config = read_json_object(config_file)
     do_lower_case = config.pop("do_lower_case", None)
     if not isinstance(do_lower_case, bool):
         raise InputError(f"{at(config_file)}missing or non-boolean 'do_lower_case'")
@@ -203,7 +204,7 @@ def _load_preset(folder, dropout):
     do_lower_case = None
     tokenizer_file = os.path.join(folder, "tokenizer.json")
     if os.path.isfile(tokenizer_file):
-        do_lower_case = _read_json(tokenizer_file).get("config", {}).get("lowercase")
+        do_lower_case = read_json_object(tokenizer_file).get("config", {}).get("lowercase")
     if not isinstance(do_lower_case, bool):
         do_lower_case = _vocab_is_uncased(_read_vocab(vocab_file))
     return LoadedEncoder(backbone, vocab_file, do_lower_case, "keras_hub_preset")
@@ -231,7 +232,7 @@ def _load_huggingface(folder, config_file, config, dropout):
     do_lower_case = None
     tokenizer_config = os.path.join(folder, "tokenizer_config.json")
     if os.path.isfile(tokenizer_config):
-        do_lower_case = _read_json(tokenizer_config).get("do_lower_case")
+        do_lower_case = read_json_object(tokenizer_config).get("do_lower_case")
     if not isinstance(do_lower_case, bool):
         do_lower_case = _vocab_is_uncased(tokens)
     return LoadedEncoder(backbone, vocab_file, do_lower_case, "huggingface")
@@ -288,7 +289,7 @@ def _read_safetensors(folder):
     if os.path.isfile(single):
         files, named = [single], single
     elif os.path.isfile(index):
-        weight_map = _read_json(index).get("weight_map", {})
+        weight_map = read_json_object(index).get("weight_map", {})
         files = sorted({os.path.join(folder, f) for f in weight_map.values()})
         named = index
     else:
@@ -382,19 +383,6 @@ def _assign_hf_weights(backbone, tensors, weights_file):
 def _require_file(path):
     if not os.path.isfile(path):
         raise InputError(f"{at(path)}missing file")
-
-
-def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{at(path, e.lineno)}invalid JSON: {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{at(path)}cannot read: {e}") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{at(path)}expected a JSON object")
-    return value
 
 
 def _read_vocab(path):
