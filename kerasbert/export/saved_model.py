@@ -13,6 +13,8 @@ Signatures (each returns the outputs of the task's kind):
                       run's max_seq_length happen inside the graph
                         sentence / sentence-pair tasks: text_a [None] (+ text_b [None])
                         multiple choice:  context [None], endings [None, num_choices]
+                        span (SQuAD):     question [None], context [None]
+                        tagging (NER):    text [None] (words separated by whitespace)
     serve_token_ids   token_ids, segment_ids, padding_mask int32 [None, None]
                       ([None, num_choices, None] for multiple choice), for callers that
                       tokenize themselves
@@ -20,16 +22,25 @@ Outputs:
     classification    probabilities float32 [None, num_labels], label string [None]
     regression        score float32 [None] (STS-B: the raw score, not clipped to [0, 5])
     multiple_choice   probabilities float32 [None, num_choices], choice int32 [None]
+    span              answer string [None], score float32 [None], start / end int32 [None]
+                      (character offsets in the context, end exclusive, -1 for no answer),
+                      v2 also null_odds float32 [None]; the answer is "" when null_odds
+                      exceeds the run's tuned threshold (see span_graph.py)
+                      serve_token_ids: start_logits, end_logits float32 [None, None]
+    tagging           tags, words string [None, None] (padded with ""), num_words int32
+                      [None] (see tagging_graph.py); serve_token_ids: probabilities float32
+                      [None, None, num_labels], tag string [None, None] per position
 
-Span (SQuAD) and tagging (NER) tasks are not exported yet: their answers need
-post-processing (sliding windows and n-best span decoding; word re-alignment) that lives in
-Python in their task modules. Adding a kind is one `KINDS` entry below.
+Span and tagging answers need windows over long inputs and post-processing (n-best span
+decoding, word re-alignment); the graph repeats the Python decoders op for op, one
+question or sentence at a time, so served answers equal the run's own predictions.
 
 Loading the export in Python needs `import tensorflow_text` first (it registers the
 tokenizer's ops); TF Serving's model server has them built in.
 """
 
 import argparse
+import copy
 import dataclasses
 import os
 import re
@@ -58,13 +69,17 @@ class KindExport:
     text_inputs(sentence_pair) -> {input name: shape} of the raw-string signature;
     encode(tokenizer, inputs, max_seq_length) -> int32 model inputs (padded to max length);
     outputs(task, model_outputs) -> the named outputs both signatures return;
-    ids_rank: the rank of each `serve_token_ids` input.
+    ids_rank: the rank of each `serve_token_ids` input;
+    answer(run) -> a function of the raw-string inputs for kinds whose answers need more
+    than one model call and post-processing (span, tagging); `encode` is then unused and
+    `outputs` serves only `serve_token_ids`.
     """
 
     text_inputs: Callable
-    encode: Callable
+    encode: Callable | None
     outputs: Callable
     ids_rank: int = 2
+    answer: Callable | None = None
 
 
 def _sentence_inputs(sentence_pair):
@@ -126,27 +141,65 @@ def _choice_outputs(task, logits):
             "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
 
+def _span_answer(run):
+    from kerasbert.export.span_graph import SpanAnswerer
+
+    answerer = SpanAnswerer(run.model, run.tokenizer, run.task, run.config.max_seq_length,
+                            null_threshold(run))
+    return lambda inputs: answerer(inputs["question"], inputs["context"])
+
+
+def _span_logits(task, logits):
+    import tensorflow as tf
+
+    logits = tf.cast(logits, tf.float32)
+    return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+
+
+def _tagging_answer(run):
+    from kerasbert.export.tagging_graph import WordTagger
+
+    tagger = WordTagger(run.model, run.tokenizer, run.task.label_list, run.config.max_seq_length)
+    return lambda inputs: tagger(inputs["text"])
+
+
+def _token_tags(task, logits):
+    import tensorflow as tf
+
+    logits = tf.cast(logits, tf.float32)
+    best = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {"probabilities": tf.nn.softmax(logits, axis=-1),
+            "tag": tf.gather(tf.constant(list(task.label_list), tf.string), best)}
+
+
 KINDS = {
     CLASSIFICATION: KindExport(_sentence_inputs, _encode_sentences, _label_outputs),
     REGRESSION: KindExport(_sentence_inputs, _encode_sentences, _score_outputs),
     MULTIPLE_CHOICE: KindExport(lambda sentence_pair: {"context": [None], "endings": [None, None]},
                                 _encode_choices, _choice_outputs, ids_rank=3),
+    SPAN: KindExport(lambda sentence_pair: {"question": [None], "context": [None]}, None,
+                     _span_logits, answer=_span_answer),
+    TAGGING: KindExport(lambda sentence_pair: {"text": [None]}, None, _token_tags,
+                        answer=_tagging_answer),
 }
 
-NOT_EXPORTED = {
-    SPAN: "span answers need SQuAD's sliding windows and n-best span decoding, which run in "
-          "Python (kerasbert/tasks/squad.py), not in the graph",
-    TAGGING: "tags need the word-level re-alignment of sub-token predictions, which runs in "
-             "Python (kerasbert/tasks/conll.py), not in the graph",
-}
+
+def null_threshold(run):
+    """SQuAD 2.0: the threshold tuned on dev (metrics.json best_f1_thresh) when the run
+    evaluated, else the one it was given (--null_score_diff_threshold)."""
+    path = os.path.join(run.run_dir, "metrics.json")
+    if run.task.version_2 and os.path.isfile(path):
+        tuned = read_json_object(path).get("best_f1_thresh")
+        if isinstance(tuned, (int, float)):
+            return float(tuned)
+    return float(run.config.null_score_diff_threshold)
 
 
 def kind_export(task):
     if task.kind in KINDS:
         return KINDS[task.kind]
-    why = NOT_EXPORTED.get(task.kind, "no serving signature is defined for this kind")
-    raise InputError(f"--task={task.name}: {task.kind} tasks cannot be exported yet: {why}; "
-                     f"exportable kinds: {', '.join(KINDS)}")
+    raise InputError(f"--task={task.name}: no serving signature is defined for {task.kind} "
+                     f"tasks; exportable kinds: {', '.join(KINDS)}")
 
 
 # --- Rebuilding a finished run -----------------------------------------------------------
@@ -160,6 +213,7 @@ class LoadedRun:
     model: object  # kerasbert.model.task_model.TaskModel
     tokenizer: object  # kerasbert.data.tokenization.WordPieceTokenizer
     sentence_pair: bool
+    run_dir: str = ""
 
 
 def read_run_config(run_dir):
@@ -208,9 +262,12 @@ def load_run(run_dir, registry=None):
         raise InputError(f"{at(weights)}missing: the run did not finish training "
                          "(--do_train writes it at the end)")
     registry = registry or plugins.registry()
-    task = registry.task(config.task)
+    task = copy.copy(registry.task(config.task))  # the run's options, not the shared task's
+    from kerasbert.main import configure_task
+
+    configure_task(task, config)  # SQuAD's doc_stride, max_query_length, ... of the run
     kind_export(task)  # fails before the heavy work for kinds not exported yet
-    sentence_pair = task.kind != MULTIPLE_CHOICE and is_sentence_pair(task)
+    sentence_pair = task.kind in (CLASSIFICATION, REGRESSION) and is_sentence_pair(task)
     head_spec = registry.head(config.head or task.default_head)
     # TensorFlow and keras-hub load only now: a wrong path fails in a blink.
     from kerasbert.data.tokenization import WordPieceTokenizer
@@ -225,7 +282,7 @@ def load_run(run_dir, registry=None):
         model.load_weights(weights)
     except Exception as e:  # h5py / keras raise many types for a bad or mismatched file
         raise InputError(f"{at(weights)}cannot load the task model's weights: {e}") from None
-    return LoadedRun(config, task, model, tokenizer, sentence_pair)
+    return LoadedRun(config, task, model, tokenizer, sentence_pair, run_dir)
 
 
 # --- Writing the SavedModel --------------------------------------------------------------
@@ -260,7 +317,11 @@ def write_saved_model(run, path):
     max_seq_length = run.config.max_seq_length
     model, tokenizer, task = run.model, run.tokenizer, run.task
 
+    answer = spec.answer(run) if spec.answer else None
+
     def serve_text(inputs):
+        if answer is not None:
+            return answer(inputs)
         model_inputs = _trim_padding(spec.encode(tokenizer, inputs, max_seq_length))
         return spec.outputs(task, model(model_inputs, training=False))
 
@@ -301,6 +362,9 @@ def _write_metadata(run, path):
         "do_lower_case": run.tokenizer.do_lower_case,
         "serving_default_inputs": list(spec.text_inputs(run.sentence_pair)),
         "serve_token_ids_inputs": list(TOKEN_ID_INPUTS),
+        **({"squad_options": {name: getattr(run.task, name) for name in (
+            "doc_stride", "max_query_length", "n_best_size", "max_answer_length")},
+            "null_score_diff_threshold": null_threshold(run)} if run.task.kind == SPAN else {}),
     })
 
 

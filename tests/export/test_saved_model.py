@@ -469,10 +469,9 @@ def test_unfinished_run_is_a_clear_error(exported, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("kind", ["span", "tagging"])
-def test_span_and_tagging_tasks_are_not_exported_yet(kind):
-    task = types.SimpleNamespace(name="squad" if kind == "span" else "conll2003", kind=kind)
-    with pytest.raises(InputError, match=f"{kind} tasks cannot be exported yet"):
+def test_a_kind_without_a_serving_signature_is_a_clear_error():
+    task = types.SimpleNamespace(name="third_party", kind="ranking")
+    with pytest.raises(InputError, match="no serving signature is defined for ranking tasks"):
         saved_model.kind_export(task)
 
 

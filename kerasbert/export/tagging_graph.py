@@ -1,0 +1,101 @@
+"""NER tags inside the serving graph: a sentence string in, one tag per whitespace word out.
+
+The graph repeats kerasbert/tasks/conll.py (`featurize_sentences`, `predict_word_tags`)
+op for op, one sentence at a time (`tf.map_fn`), so a served tag is the tag the run's own
+evaluation gives for the same words:
+
+  1. the sentence is split on whitespace (Python's `str.split` characters) into words,
+     each word into word pieces: a word with none keeps one [UNK] position, a word with
+     more than fit a window keeps its first piece;
+  2. a sentence longer than max_seq_length - 2 pieces is cut into overlapping windows of
+     whole words, each next one starting about half a window later (`conll.windows`);
+  3. each word is predicted in the window where it has the most context
+     (`conll.best_windows`), at its first piece.
+
+Outputs: `tags` and `words` [batch, max words] (padded with ""), `num_words` [batch].
+"""
+
+import sys
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from kerasbert.data.tokenization import _regex_class
+from kerasbert.export.span_graph import _first_max_index
+
+# What str.split() splits on, the way a CoNLL line's words are separated.
+_WHITESPACE = _regex_class([cp for cp in range(sys.maxunicode + 1) if chr(cp).isspace()]) + "+"
+
+
+def greedy_windows(offsets, capacity):
+    """`conll.windows` in TF: (starts, ends) word ranges, from piece `offsets` [words + 1]."""
+    count = tf.size(offsets) - 1
+    stride = max(capacity // 2, 1)
+
+    def step(start, starts, ends):
+        base = offsets[start]
+        end = tf.minimum(tf.searchsorted(offsets, [base + capacity], side="right")[0] - 1, count)
+        after = tf.searchsorted(offsets, [base + stride], side="left")[0]
+        following = tf.maximum(start + 1, tf.minimum(end, after))
+        return (tf.where(end >= count, count + 1, following),
+                starts.write(starts.size(), start), ends.write(ends.size(), end))
+
+    _, starts, ends = tf.while_loop(
+        lambda start, *_: start <= count, step,
+        (tf.constant(0), tf.TensorArray(tf.int32, 0, dynamic_size=True),
+         tf.TensorArray(tf.int32, 0, dynamic_size=True)))
+    return starts.stack(), ends.stack()
+
+
+class WordTagger:
+    """Tags the whitespace words of [batch] sentences with a trained tagging model."""
+
+    def __init__(self, model, tokenizer, label_list, max_seq_length):
+        self.model, self.tokenizer = model, tokenizer
+        self.labels = tf.constant(list(label_list))
+        self.capacity = int(max_seq_length) - 2
+
+    def __call__(self, text):
+        specs = {"tags": tf.RaggedTensorSpec([None], tf.string, ragged_rank=0),
+                 "words": tf.RaggedTensorSpec([None], tf.string, ragged_rank=0)}
+        out = tf.map_fn(self._tag, text, fn_output_signature=specs)
+        return {"tags": out["tags"].to_tensor(""), "words": out["words"].to_tensor(""),
+                "num_words": tf.cast(out["words"].row_lengths(), tf.int32)}
+
+    def _tag(self, text):
+        tok = self.tokenizer
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+        words = tf_text.regex_split(tf.reshape(text, [1]), _WHITESPACE).flat_values
+        pieces = tok.tokenize_ids(words)
+        count = pieces.row_lengths()
+        # [UNK] for a word without pieces, the first piece only for one that cannot fit:
+        # append [UNK] to every word and keep the first `keep` positions.
+        keep = tf.where((count == 0) | (count > self.capacity), tf.ones_like(count), count)
+        padded = tf.concat([pieces, tf.fill([tf.size(count), 1], tok.unk_id)], axis=1)
+        pieces = tf.ragged.boolean_mask(padded, tf.ragged.range(count + 1) < keep[:, None])
+        lengths = tf.cast(pieces.row_lengths(), tf.int32)
+        offsets = tf.concat([[0], tf.cumsum(lengths)], 0)
+        starts, ends = greedy_windows(offsets, self.capacity)
+
+        rows = tf.gather(pieces.flat_values,
+                         tf.ragged.range(tf.gather(offsets, starts), tf.gather(offsets, ends)))
+        column = tf.ones([tf.size(starts), 1], tf.int32)
+        token_ids = tf.concat([column * tok.cls_id, rows, column * tok.sep_id], axis=1)
+        logits = self.model({"token_ids": token_ids.to_tensor(tok.pad_id),
+                             "segment_ids": tf.zeros_like(token_ids).to_tensor(0),
+                             "padding_mask": tf.ones_like(token_ids).to_tensor(0)},
+                            training=False)
+
+        # Each word is read in the window where it has the most context, at its first piece.
+        word = tf.range(tf.size(lengths))[None, :]
+        s, e = starts[:, None], ends[:, None]
+        left = tf.gather(offsets, word) - tf.gather(offsets, s)
+        right = tf.gather(offsets, e) - tf.gather(offsets, word + 1)
+        size = tf.gather(offsets, e) - tf.gather(offsets, s)
+        score = tf.cast(tf.minimum(left, right), tf.float64) + 0.01 * tf.cast(size, tf.float64)
+        score = tf.where((word >= s) & (word < e), score, tf.cast(-float("inf"), tf.float64))
+        owner = tf.cast(_first_max_index(score), tf.int32)
+        position = 1 + offsets[:-1] - tf.gather(offsets, tf.gather(starts, owner))
+        word_logits = tf.gather_nd(logits, tf.stack([owner, position], axis=1))
+        tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
+        return {"tags": tags, "words": words}
