@@ -36,6 +36,7 @@ class RunConfig:
     do_lower_case: bool | None = None
     overwrite_output_dir: bool = False
     export_dir: str | None = None
+    feature_cache_dir: str | None = None
     do_train: bool = True
     do_eval: bool = True
     do_predict: bool = False

@@ -62,6 +62,10 @@ flags.DEFINE_string("output_dir", None, "Where the run writes its config, metric
                     "checkpoints and predictions. Default: kerasbert_runs/<task>-<date-time>.")
 flags.DEFINE_string("export_dir", None, "After training, export the run as a versioned "
                     "SavedModel for TF Serving into this folder (<export_dir>/<version>/).")
+flags.DEFINE_string("feature_cache_dir", None, "Feature-based heads on a frozen encoder "
+                    "(feature_bilstm): compute the encoder's layers once per split into this "
+                    "folder and train the head on them; later epochs and runs with the same "
+                    "encoder and data skip the encoder. Default: run the encoder every step.")
 flags.DEFINE_boolean("overwrite_output_dir", False, "Start over in an --output_dir that already "
                      "holds a finished run.")
 flags.DEFINE_boolean("do_train", True, "Whether to fine-tune on the train split.")

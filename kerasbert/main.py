@@ -170,16 +170,20 @@ def execute(config, registry=None):
     for split in splits:
         examples = read_split(config, task, split)
         features[split] = task.featurize(examples, tokenizer, config.max_seq_length)
+    with strategy.scope():
+        sample = next(iter(pipeline.make_dataset(next(iter(features.values())).inputs, None, 2)))
+        model = builder.build_task_model(task, head_spec, backbone, config.head_options,
+                                         config.seed, sample_inputs=sample[0])
+    if config.feature_cache_dir:
+        from kerasbert.heads.feature_bilstm import attach_cached_features
+
+        attach_cached_features(model, features, config.feature_cache_dir)
     prepare_output_dir(config)
     config.save(os.path.join(config.output_dir, "run_config.json"))
     _log(f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder {source}, "
          + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
 
     train = features.get("train") if config.do_train else None
-    with strategy.scope():
-        sample = next(iter(pipeline.make_dataset(next(iter(features.values())).inputs, None, 2)))
-        model = builder.build_task_model(task, head_spec, backbone, config.head_options,
-                                         config.seed, sample_inputs=sample[0])
 
     def evaluate(trainer):
         per_split = {}

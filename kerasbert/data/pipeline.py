@@ -8,9 +8,15 @@ changes no result: padded positions are masked out of attention and never read.
 import numpy as np
 import tensorflow as tf
 
+ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+# Where the sequence axis is in inputs other than the ids (last axis): cached encoder
+# layers (kerasbert/heads/feature_bilstm.py) are [batch, layers, seq, hidden].
+SEQUENCE_AXIS = {"layer_features": 2}
+
 
 def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token=False):
-    """Yields (inputs dict of int32, labels) batches; labels are zeros when absent.
+    """Yields (inputs dict, labels) batches; labels are zeros when absent. The ids are
+    int32; other inputs (cached features) keep their dtype.
 
     With `shuffle_seed`, the whole split is shuffled with that seed (one seed per epoch
     gives a reproducible data order, which a resumed run can replay).
@@ -18,8 +24,9 @@ def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token
     count = len(next(iter(inputs.values())))
     if labels is None:
         labels = np.zeros([count], np.int32)
-    ds = tf.data.Dataset.from_tensor_slices(({k: np.asarray(v, np.int32) for k, v in
-                                              inputs.items()}, labels))
+    ds = tf.data.Dataset.from_tensor_slices((
+        {k: np.asarray(v, np.int32) if k in ID_INPUTS else np.asarray(v)
+         for k, v in inputs.items()}, labels))
     if shuffle_seed is not None:
         ds = ds.shuffle(count, seed=shuffle_seed, reshuffle_each_iteration=False)
 
@@ -27,7 +34,8 @@ def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token
         length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["padding_mask"], axis=-1)), 1)
         if labels_per_token:  # tagging labels are [batch, seq] like the inputs
             labels = labels[..., :length]
-        return {k: v[..., :length] for k, v in inputs.items()}, labels
+        return {k: v[:, :, :length] if SEQUENCE_AXIS.get(k) == 2 else v[..., :length]
+                for k, v in inputs.items()}, labels
 
     ds = ds.batch(batch_size).map(trim_padding, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)

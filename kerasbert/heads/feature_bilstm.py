@@ -272,3 +272,21 @@ def compute_layer_features(backbone, inputs, layers: str, batch_size: int = 64,
     os.replace(tmp, path)
     log.info("feature cache written: %s (%.1f MB)", path, os.path.getsize(path) / 2**20)
     return np.load(path, mmap_mode="r")
+
+
+def attach_cached_features(model, features, cache_dir):
+    """Adds `layer_features` (the frozen encoder's chosen layers, cached in `cache_dir`) to
+    the inputs of every split, so the model skips the encoder (kerasbert/model/task_model.py).
+
+    InputError when the model's head does not read cached layers or trains the encoder.
+    """
+    from kerasbert.errors import InputError
+
+    head = model.head
+    if not hasattr(head, "layers_choice") or model.head_trains_backbone:
+        raise InputError(f"--feature_cache_dir={cache_dir}: the {head.name} head does not read "
+                         "cached encoder layers; it serves feature-based heads on a frozen "
+                         "encoder (--head=feature_bilstm)")
+    for split in features.values():
+        split.inputs["layer_features"] = compute_layer_features(
+            model.backbone, split.inputs, head.layers_choice, cache_dir=cache_dir)

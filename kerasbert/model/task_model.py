@@ -7,7 +7,8 @@ to [batch, choices] logits, so the softmax runs over the choices.
 Two optional head attributes change how the encoder runs (see kerasbert/hookspecs.py):
 `needs_all_layers` adds `all_layers` (embeddings and every transformer layer's output) to
 the head's features; `trains_backbone = False` freezes the encoder and runs it without
-dropout (the feature-based approach).
+dropout (the feature-based approach). A frozen head that reads `layer_features` can be fed
+those precomputed (`--feature_cache_dir`): the encoder is then not run at all.
 """
 
 import keras
@@ -35,6 +36,7 @@ class TaskModel(keras.Model):
         self.backbone.trainable = not self.frozen_backbone
 
     def call(self, inputs, training=False):
+        cached = inputs.get("layer_features")  # a frozen encoder's precomputed layers
         token_ids = inputs["token_ids"]
         choices = token_ids.shape.rank == 3
         if choices:
@@ -44,7 +46,9 @@ class TaskModel(keras.Model):
         else:
             inputs = {k: inputs[k] for k in INPUT_NAMES}
         encoder_training = training and not self.frozen_backbone
-        if self.all_layers_model is not None:
+        if cached is not None:
+            encoded = {"layer_features": cached}
+        elif self.all_layers_model is not None:
             all_layers = self.all_layers_model(inputs, training=encoder_training)
             sequence = all_layers[-1]
             encoded = {"sequence_output": sequence, "all_layers": all_layers,

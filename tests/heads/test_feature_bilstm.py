@@ -192,3 +192,54 @@ def test_flags_and_factory():
         options={"feature_bilstm_dropout": 0.3})).dropout == 0.3
     clone = FeatureBiLSTM.from_config(head.get_config())
     assert (clone.layers_choice, clone.lstm_units, clone.num_outputs) == ("sum_all", 16, 9)
+
+
+# --- --feature_cache_dir: training on cached layers ----------------------------------------
+
+def _conll_run(tmp_path, name, **overrides):
+    from kerasbert.config import RunConfig
+
+    values = dict(task="conll2003", head="feature_bilstm", output_dir=str(tmp_path / name),
+                  init_checkpoint="random", model_size="4/32/2", max_seq_length=32,
+                  max_train_examples=16, max_eval_examples=8, train_batch_size=8,
+                  num_train_epochs=2.0, learning_rate=1e-3, seed=7,
+                  head_options={"feature_bilstm_layers": "concat_last_four",
+                                "feature_bilstm_lstm_units": 8})
+    return RunConfig(**{**values, **overrides})
+
+
+def test_training_on_cached_layers_matches_the_live_encoder_and_reuses_the_cache(
+        tmp_path, monkeypatch):
+    from kerasbert.heads import feature_bilstm
+    from kerasbert.io_utils import read_history
+    from kerasbert.main import execute
+
+    cache = tmp_path / "cache"
+    live = execute(_conll_run(tmp_path, "live"))
+    cached = execute(_conll_run(tmp_path, "cached", feature_cache_dir=str(cache)))
+    # One float16 array per split (train, valid), keyed by weights, inputs and layers.
+    assert len(list(cache.glob("concat_last_four-*.npy"))) == 2
+    live_history = read_history(str(tmp_path / "live" / "history.csv"))
+    cached_history = read_history(str(tmp_path / "cached" / "history.csv"))
+    # The same training up to the float16 rounding of the cached activations.
+    for a, b in zip(live_history, cached_history):
+        assert float(b["train_loss"]) == pytest.approx(float(a["train_loss"]), rel=1e-2)
+    assert cached["f1"] == pytest.approx(live["f1"], abs=0.05)
+
+    def no_encoder(*args, **kwargs):
+        raise AssertionError("the encoder ran although its layers were cached")
+
+    monkeypatch.setattr(feature_bilstm, "_encoder", no_encoder)
+    again = execute(_conll_run(tmp_path, "again", feature_cache_dir=str(cache)))
+    assert again == cached  # a second run reads the cache: same data, same numbers
+
+
+def test_feature_cache_needs_a_feature_based_head(tmp_path):
+    from kerasbert.errors import InputError
+    from kerasbert.main import execute
+
+    config = _conll_run(tmp_path, "tagger", head="tagger", head_options={},
+                        feature_cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(InputError, match="--feature_cache_dir=.*feature_bilstm"):
+        execute(config)
+    assert not (tmp_path / "tagger").exists() and not (tmp_path / "cache").exists()
