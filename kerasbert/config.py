@@ -136,3 +136,16 @@ class RunConfig:
             num_train_epochs=(recipe["num_train_epochs"] if self.num_train_epochs is None
                               else self.num_train_epochs),
         )
+
+
+TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                "null_score_diff_threshold")
+
+
+def configure_task(task, config):
+    """Hands the run's task options to the tasks that have them (SQuAD's), by BERT's names."""
+    task.configure(**{name: getattr(config, name) for name in TASK_OPTIONS if hasattr(task, name)})
+    if task.kind == "span" and config.max_seq_length <= config.max_query_length + 3:
+        raise InputError(
+            f"--max_seq_length={config.max_seq_length}: must exceed --max_query_length="
+            f"{config.max_query_length} + 3 ([CLS] and two [SEP]) to leave room for the passage")

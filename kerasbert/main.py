@@ -13,6 +13,7 @@ import time
 from absl import app, flags, logging
 
 from kerasbert import config as config_lib
+from kerasbert.config import configure_task
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
 from kerasbert import plugins
 from kerasbert.errors import InputError, TrainingError
@@ -78,19 +79,6 @@ def read_split(config, task, split):
     else:
         examples = task.read_examples(config.data_dir or task.sample_dir(), split)
     return examples[:limit] if limit else examples
-
-
-TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
-                "null_score_diff_threshold")
-
-
-def configure_task(task, config):
-    """Hands the run's task options to the tasks that have them (SQuAD's), by BERT's names."""
-    task.configure(**{name: getattr(config, name) for name in TASK_OPTIONS if hasattr(task, name)})
-    if task.kind == "span" and config.max_seq_length <= config.max_query_length + 3:
-        raise InputError(
-            f"--max_seq_length={config.max_seq_length}: must exceed --max_query_length="
-            f"{config.max_query_length} + 3 ([CLS] and two [SEP]) to leave room for the passage")
 
 
 # --- Outputs -----------------------------------------------------------------------------

@@ -263,7 +263,7 @@ def load_run(run_dir, registry=None):
                          "(--do_train writes it at the end)")
     registry = registry or plugins.registry()
     task = copy.copy(registry.task(config.task))  # the run's options, not the shared task's
-    from kerasbert.main import configure_task
+    from kerasbert.config import configure_task
 
     configure_task(task, config)  # SQuAD's doc_stride, max_query_length, ... of the run
     kind_export(task)  # fails before the heavy work for kinds not exported yet
