@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from kerasbert import main as main_lib
+from kerasbert import report as report_lib
 from kerasbert import sweep
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
@@ -143,6 +144,11 @@ def test_sweep_keeps_the_best_run_prunes_the_others_and_summarises(tmp_path):
     assert "removed (checkpoints/, model.weights.h5, test_results.tsv)" in (
         runs / "lr0.001-r0" / "report.md").read_text()
 
+    # `python -m kerasbert.report <sweep_dir>` rewrites the same report.
+    (tmp_path / "sweep" / "report.md").unlink()
+    assert report_lib.main([str(tmp_path / "sweep")]) == 0
+    assert (tmp_path / "sweep" / "report.md").read_text() == report
+
     # Started again: nothing is re-run, failed runs included; the summary is the same.
     again = []
     summary2 = sweep.run_sweep(_base(tmp_path), "1e-3,2e-3", 2, execute=_fake_execute(again),
@@ -209,8 +215,11 @@ def test_tiny_sweep_trains_every_restart_with_its_own_seed(tmp_path):
     for name, seed in zip(names, (7, 8)):
         config = json.loads((runs / name / "run_config.json").read_text())
         assert (config["learning_rate"], config["seed"]) == (1e-3, seed)
-        assert (runs / name / "report.md").exists() and (runs / name / "curves.png").exists()
+        assert (runs / name / "curves.png").exists()
     metrics = {n: json.loads((runs / n / "metrics.json").read_text()) for n in names}
+    for name in names:  # execute wrote each run's report
+        headline = f"**dev accuracy = {metrics[name]['accuracy']:.4f}** (end of training)"
+        assert headline in (runs / name / "report.md").read_text()
     expected = sweep.select_best([{"name": n, "metrics": metrics[n]} for n in names], "accuracy")
     assert summary["best"] == expected
     assert (runs / expected / "model.weights.h5").exists()
