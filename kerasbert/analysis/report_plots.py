@@ -74,21 +74,22 @@ def plot_sweep(runs, path, metric, title=None):
     position = {lr: i for i, lr in enumerate(rates)}
     colors = {lr: plt.cm.tab10(i % 10) for i, lr in enumerate(rates)}
     fig, (grid_ax, curve_ax) = plt.subplots(1, 2, figsize=(9.0, 3.4))
+    x_of = {}  # each restart's point, spread a little around its learning rate
     for lr in rates:
-        values = [r["value"] for r in runs if r["learning_rate"] == lr and r["value"] is not None]
         restarts = [r for r in runs if r["learning_rate"] == lr and r["value"] is not None]
-        jitter = [(i - (len(restarts) - 1) / 2) * 0.06 for i in range(len(restarts))]
-        grid_ax.scatter([position[lr] + j for j in jitter], values, color=colors[lr], zorder=3,
-                        s=22)
+        for i, r in enumerate(restarts):
+            x_of[r["name"]] = position[lr] + (i - (len(restarts) - 1) / 2) * 0.06
+        values = [r["value"] for r in restarts]
+        grid_ax.scatter([x_of[r["name"]] for r in restarts], values, color=colors[lr],
+                        zorder=3, s=22)
         if values:
-            mean = sum(values) / len(values)
             std = statistics.stdev(values) if len(values) > 1 else 0.0
-            grid_ax.errorbar(position[lr] + 0.25, mean, yerr=std, fmt="_", color="black",
-                             capsize=4, markersize=14)
+            grid_ax.errorbar(position[lr] + 0.25, statistics.fmean(values), yerr=std, fmt="_",
+                             color="black", capsize=4, markersize=14)
     for r in runs:
         if r.get("best") and r["value"] is not None:
-            grid_ax.scatter([position[r["learning_rate"]]], [r["value"]], marker="*", s=180,
-                            color="gold", edgecolor="black", zorder=4, label=f"best: {r['name']}")
+            grid_ax.scatter([x_of[r["name"]]], [r["value"]], marker="*", s=180, color="gold",
+                            edgecolor="black", zorder=4, label=f"best: {r['name']}")
         curve = r.get("curve") or []
         if curve:
             curve_ax.plot(range(1, len(curve) + 1), curve, "-o", markersize=3, alpha=0.8,
