@@ -96,6 +96,7 @@ def _fake_execute(calls):
     def execute(config, registry=None):
         name = os.path.basename(config.output_dir)
         calls.append((name, config.learning_rate, config.seed))
+        assert config.export_dir is None  # only the sweep's best run is exported
         os.makedirs(os.path.join(config.output_dir, "checkpoints"), exist_ok=True)
         config.save(os.path.join(config.output_dir, "run_config.json"))
         if name not in DEV:
@@ -254,3 +255,19 @@ def test_cli_runs_a_sweep(tmp_path):
     assert "| 0.001 | 2/2 |" in result.stdout
     assert sorted(os.listdir(out / "runs")) == ["lr0.001-r0", "lr0.001-r1"]
     assert json.loads((out / "sweep.json").read_text())["best"] in ("lr0.001-r0", "lr0.001-r1")
+
+
+def test_export_dir_exports_only_the_best_run(tmp_path, monkeypatch):
+    from kerasbert.export import saved_model
+
+    exported = []
+    monkeypatch.setattr(saved_model, "export_run",
+                        lambda run_dir, export_dir, registry=None: exported.append(
+                            (run_dir, export_dir)) or os.path.join(export_dir, "1"))
+    calls = []
+    sweep.run_sweep(_base(tmp_path, export_dir=str(tmp_path / "serving")), "1e-3", 2,
+                    execute=_fake_execute(calls), log=lambda _: None)
+    # No run exports on its own; the winner (lr0.001-r1, dev 0.83) is exported once.
+    assert [c[0] for c in calls] == ["lr0.001-r0", "lr0.001-r1"]
+    assert exported == [(str(tmp_path / "sweep" / "runs" / "lr0.001-r1"),
+                         str(tmp_path / "serving"))]
