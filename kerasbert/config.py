@@ -52,6 +52,7 @@ class RunConfig:
     dropout: float | None = None
     seed: int = 42
     distribution_strategy: str = "one_device"
+    deterministic: bool = False
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):

@@ -95,4 +95,14 @@ flags.DEFINE_integer("seed", 42, "Random seed for the head's initialisation, dro
                      "data shuffling.")
 flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored"],
                   "The tf.distribute strategy: one_device (default) or mirrored (all local GPUs).")
+flags.DEFINE_boolean("deterministic", False, "Turn on TensorFlow op determinism "
+                     "(tf.config.experimental.enable_op_determinism): same seed, same numbers "
+                     "on GPU too, at some speed cost. CPU runs are reproducible without it.")
+
+# --- Sweeps (kerasbert/sweep.py) ---------------------------------------------------------
+flags.DEFINE_list("learning_rates", None, "Sweep: one fine-tuning run per learning rate (the "
+                  "paper's 5e-5,4e-5,3e-5,2e-5) and --num_restarts each, into "
+                  "<output_dir>/runs/; the best on dev is kept in full.")
+flags.DEFINE_integer("num_restarts", 1, "Sweep: random restarts per learning rate, with seeds "
+                     "--seed, --seed+1, ... (data shuffling and head initialisation).")
 flags.DEFINE_boolean("verbose", False, "Print full tracebacks for input errors.")

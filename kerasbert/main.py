@@ -146,6 +146,8 @@ def execute(config, registry=None):
 
     # Everything that can fail on bad input happens before the output dir is touched.
     keras.utils.set_random_seed(config.seed)
+    if config.deterministic:  # process-wide and cannot be undone; CPU runs need no switch
+        tf.config.experimental.enable_op_determinism()
     strategy = distribute.make_strategy(config.distribution_strategy)
     with strategy.scope():  # variables must be created where the strategy can place them
         backbone, vocab_file, do_lower_case, source = load_encoder_for(config)
@@ -208,6 +210,9 @@ def execute(config, registry=None):
                           "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
     atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER),
                       {**metrics, "phases": per_phase} if len(per_phase) > 1 else metrics)
+    from kerasbert import report
+
+    report.write_run_report(config.output_dir, task.main_metric)
     if config.export_dir:
         from kerasbert.export.saved_model import export_run
 
@@ -264,6 +269,11 @@ def main(argv):
         FLAGS.output_dir = os.path.join(
             "kerasbert_runs", f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
+    if FLAGS.learning_rates or FLAGS.num_restarts != 1:  # a grid of runs (kerasbert/sweep.py)
+        from kerasbert import sweep
+
+        sweep.run_sweep(config, FLAGS.learning_rates, FLAGS.num_restarts, registry)
+        return 0
     execute(config, registry)
     return 0
 
