@@ -11,15 +11,21 @@ from kerasbert.errors import InputError, at
 
 def atomic_write_text(path, text):
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path), suffix=".tmp")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path),
+                                   suffix=".tmp")
+    except OSError as e:
+        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, OSError):  # a full disk, a read-only or vanished folder
+            raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
         raise
 
 
