@@ -225,3 +225,15 @@ def test_output_dir_rules(tmp_path):
     main_lib.prepare_output_dir(_config(unfinished, learning_rate=2e-3,
                                         overwrite_output_dir=True))
     assert os.listdir(unfinished) == []  # started over
+
+
+def test_a_whole_checkpoint_of_another_model_is_an_error(tmp_path):
+    def state(units):
+        model = keras.Sequential([keras.Input([2]), keras.layers.Dense(units)])
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        return checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+
+    state(1).save(0, 1)
+    with pytest.raises(InputError, match=r"ckpt-1: does not match this run's model"):
+        state(3).restore()
