@@ -125,7 +125,12 @@ class RunState:
         for name, var in self.variables.items():
             value = getattr(position, name)
             var.assign(math.nan if value is None else value)
-        self.last_good = self.manager.save()
+        try:
+            self.last_good = self.manager.save()
+        except (tf.errors.OpError, OSError) as e:  # a full disk, a vanished folder
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            raise InputError(f"{at(self.directory)}cannot write a checkpoint ({reason}); the "
+                             f"last good one ({self.last_good or 'none yet'}) is kept") from None
         faults.crash_point("checkpoint")
         faults.crash_point("checkpoint_torn", before_kill=lambda: tear(self.manager.latest_checkpoint))
 
@@ -191,6 +196,8 @@ def save_weights_atomically(model, path):
     try:
         model.save_weights(tmp, overwrite=True)
         os.replace(tmp, path)
+    except OSError as e:
+        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

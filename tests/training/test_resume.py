@@ -237,3 +237,20 @@ def test_a_whole_checkpoint_of_another_model_is_an_error(tmp_path):
     state(1).save(0, 1)
     with pytest.raises(InputError, match=r"ckpt-1: does not match this run's model"):
         state(3).restore()
+
+
+def test_a_checkpoint_that_cannot_be_written_keeps_the_last_good_one(tmp_path, monkeypatch):
+    model = keras.Sequential([keras.Input([2]), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    state = checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+    state.save(0, 1)
+
+    def full_disk(*args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    monkeypatch.setattr(state.manager, "save", full_disk)
+    with pytest.raises(InputError, match=r"checkpoints: cannot write a checkpoint \(No space "
+                                         r"left on device\); the last good one \(.*ckpt-1\)"):
+        state.save(0, 2)
+    assert [os.path.basename(p) for p in state.candidates()] == ["ckpt-1"]
