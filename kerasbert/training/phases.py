@@ -219,4 +219,6 @@ class PhaseRunner:
         if phase.patience is not None and os.path.exists(self.best_head_path):
             checkpointing.load_layer_weights(self.model.head, self.best_head_path)
             metrics = self.evaluate(trainer) if config.do_eval else metrics
+        elif not metrics and config.do_eval:  # resumed after the last epoch's checkpoint
+            metrics = self.evaluate(trainer)
         return metrics

@@ -171,7 +171,12 @@ def _kill_and_resume(tmp_path, reference, kill_at, **extra):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "kerasbert: resuming at phase 1" in resumed.stdout
     assert json.loads((out / "metrics.json").read_text()) == pytest.approx(metrics, abs=1e-6)
-    assert [r["step"] for r in _rows(out)] == [r["step"] for r in _rows(straight)]
+    rows, reference_rows = _rows(out), _rows(straight)
+    assert [r["step"] for r in rows] == [r["step"] for r in reference_rows]
+    # The epochs' training losses depend on weights, optimizer state, data order and dropout
+    # masks step by step: a much finer check than the dev accuracy of a tiny model.
+    assert [float(r["train_loss"]) for r in rows] == pytest.approx(
+        [float(r["train_loss"]) for r in reference_rows], abs=1e-5)
     assert _loss_steps(out) == list(range(1, 9))
     return out, resumed
 
@@ -181,7 +186,8 @@ def test_sigkill_mid_epoch_after_a_checkpoint(tmp_path, reference):
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("kill_at", ["train_step:7", "checkpoint_torn:6", "evaluation:2"])
+@pytest.mark.parametrize("kill_at", ["train_step:7", "checkpoint_torn:6", "evaluation:2",
+                                     "checkpoint:8"])  # 8: the last epoch's, phase not closed
 def test_sigkill_at_other_points(tmp_path, reference, kill_at):
     _kill_and_resume(tmp_path, reference, kill_at)
 
