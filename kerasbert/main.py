@@ -107,7 +107,8 @@ def metrics_for_splits(task, per_split):
 
 RUN_CONFIG = "run_config.json"
 # Differences in these settings do not stop an unfinished run from resuming.
-RESUMABLE_CHANGES = ("overwrite_output_dir", "do_predict", "export_dir", "eval_batch_size")
+RESUMABLE_CHANGES = ("overwrite_output_dir", "do_predict", "export_dir", "eval_batch_size",
+                     "save_checkpoints_steps")
 
 
 def prepare_output_dir(config):
