@@ -8,8 +8,8 @@ resident memory (VmHWM, reset after the imports) above the memory after its impo
   stream     the reader's line stream alone (io_utils.iter_utf8_lines): what reading costs
   whole      the old whole-file read (read_utf8_text + split): the file, decoded, at once
   examples   GlueTask.read_file: every row as an Example (what training starts from)
-  featurize  read_file + featurize of the first --featurize_rows rows at max_seq_length 128
-             (int32 token/segment/mask arrays: 1.5 KB a row, whatever the text length)
+  featurize  featurize of the first --featurize_rows rows at max_seq_length 128, on top of
+             their Examples (int32 token/segment/mask arrays: 1.5 KB a row, kept)
 Prints one JSON object per mode and a summary table.
 """
 
@@ -81,8 +81,9 @@ def measure(mode, path, featurize_rows):
         rows = len(read_utf8_text(path, "GLUE").split("\n")) - 2
     elif mode == "examples":
         rows = len(task.read_file(path, "train"))
-    else:
+    else:  # featurization alone: the peak is reset once the examples are read
         examples = task.read_file(path, "train")[:featurize_rows]
+        base = reset_peak()
         features = task.featurize(examples, tokenizer, 128)
         rows = len(features.inputs["token_ids"])
     return {"mode": mode, "rows": rows, "file_mb": round(os.path.getsize(path) / 2**20, 1),
