@@ -51,6 +51,7 @@ class RunConfig:
     weight_decay: float = 0.01
     dropout: float | None = None
     seed: int = 42
+    save_checkpoints_steps: int = 1000
     distribution_strategy: str = "one_device"
     deterministic: bool = False
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -91,6 +92,8 @@ class RunConfig:
         need(self.frozen_patience is None or self.frozen_patience > 0, "frozen_patience",
              "must be a positive integer")
         need(0 <= self.warmup_proportion <= 1, "warmup_proportion", "must be within [0, 1]")
+        need(self.save_checkpoints_steps >= 0, "save_checkpoints_steps",
+             "must be 0 (only at epoch ends) or a positive number of steps")
         need(self.weight_decay >= 0, "weight_decay", "must not be negative")
         need(self.dropout is None or 0 <= self.dropout < 1, "dropout", "must be within [0, 1)")
         need(self.export_dir is None or self.do_train, "export_dir",

@@ -91,6 +91,9 @@ flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of training steps of line
 flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay of AdamW (not applied to "
                    "LayerNorm and bias parameters).")
 flags.DEFINE_float("dropout", None, "Dropout of the encoder and head. Default: the checkpoint's.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Also checkpoint every this many "
+                     "optimizer steps within an epoch (besides each epoch's end), so a killed run "
+                     "resumes mid-epoch; 0 = only at epoch ends.")
 flags.DEFINE_integer("seed", 42, "Random seed for the head's initialisation, dropout and the "
                      "data shuffling.")
 flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored"],

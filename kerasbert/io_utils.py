@@ -11,15 +11,21 @@ from kerasbert.errors import InputError, at
 
 def atomic_write_text(path, text):
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path), suffix=".tmp")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path),
+                                   suffix=".tmp")
+    except OSError as e:
+        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, OSError):  # a full disk, a read-only or vanished folder
+            raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
         raise
 
 
@@ -60,6 +66,27 @@ def read_utf8_text(path, kind=""):
         line = raw[: e.start].count(b"\n") + 1
         raise InputError(f"{at(path, line)}not valid UTF-8 (byte 0x{raw[e.start]:02x})"
                          + (f"; {kind} files are UTF-8" if kind else "")) from None
+
+
+def iter_utf8_lines(path, kind=""):
+    """The lines of a UTF-8 file, one at a time (line ends kept, a BOM dropped), so a
+    reader holds one line of the file, not all of it; the same InputErrors as
+    read_utf8_text, raised when the bad line is reached. (Byte 0x0A never occurs inside
+    a multi-byte UTF-8 sequence, so decoding line by line is decoding the file.)"""
+    try:
+        f = open(path, "rb")  # noqa: SIM115  (closed by the `with` below, in the generator)
+    except FileNotFoundError:
+        raise InputError(f"{at(path)}no such file") from None
+    except OSError as e:
+        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
+    with f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{at(path, number)}not valid UTF-8 (byte 0x{raw[e.start]:02x})"
+                                 + (f"; {kind} files are UTF-8" if kind else "")) from None
+            yield line
 
 
 def read_json_object(path):

@@ -13,9 +13,9 @@ import time
 from absl import app, flags, logging
 
 from kerasbert import config as config_lib
+from kerasbert import faults, plugins
 from kerasbert.config import configure_task
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
-from kerasbert import plugins
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
@@ -93,26 +93,62 @@ def metrics_for_splits(task, per_split):
     return merged
 
 
+RUN_CONFIG = "run_config.json"
+# Differences in these settings do not stop an unfinished run from resuming.
+RESUMABLE_CHANGES = ("overwrite_output_dir", "do_predict", "export_dir", "eval_batch_size",
+                     "save_checkpoints_steps")
+
+
 def prepare_output_dir(config):
-    finished = os.path.exists(os.path.join(config.output_dir, FINISHED_MARKER))
-    if finished and not config.overwrite_output_dir:
-        raise InputError(
-            f"--output_dir={config.output_dir}: holds a finished run; pass "
-            "--overwrite_output_dir to start over")
+    """Makes --output_dir ready: a new or empty folder is used; an unfinished run with the
+    same settings resumes; a finished run, one with other settings, or a folder of other
+    files needs --overwrite_output_dir (which removes a kerasbert run's files, never
+    anyone else's)."""
+    out = config.output_dir
+    finished = os.path.exists(os.path.join(out, FINISHED_MARKER))
+    is_run = os.path.exists(os.path.join(out, RUN_CONFIG))
+    foreign = os.path.isdir(out) and bool(os.listdir(out)) and not is_run and not finished
+    if not config.overwrite_output_dir:
+        if finished:
+            raise InputError(f"--output_dir={out}: holds a finished run; pass "
+                             "--overwrite_output_dir to start over")
+        if foreign:
+            raise InputError(f"--output_dir={out}: not empty and not a kerasbert run; pass "
+                             "--overwrite_output_dir to write into it anyway")
+        if is_run:
+            _check_same_settings(config)
     try:
-        os.makedirs(config.output_dir, exist_ok=True)
-        probe = os.path.join(config.output_dir, ".write_test")
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, ".write_test")
         with open(probe, "w") as f:
             f.write("")
         os.remove(probe)
     except OSError as e:
-        raise InputError(f"--output_dir={config.output_dir}: cannot write there ({e.strerror})")
-    if finished:  # --overwrite_output_dir: the old run's results must not mix with the new
+        raise InputError(f"--output_dir={out}: cannot write there ({e.strerror})")
+    if config.overwrite_output_dir and (finished or is_run):
+        # Start over: the old run's results and checkpoints must not mix with the new.
         import shutil
 
-        for name in os.listdir(config.output_dir):
-            target = os.path.join(config.output_dir, name)
+        for name in os.listdir(out):
+            target = os.path.join(out, name)
             shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+
+
+def _check_same_settings(config):
+    """An unfinished run resumes only with the settings it was started with."""
+    import json
+
+    from kerasbert.io_utils import read_json_object
+
+    saved = read_json_object(os.path.join(config.output_dir, RUN_CONFIG))
+    now = json.loads(json.dumps(config.to_dict()))
+    changed = [k for k in now if k not in RESUMABLE_CHANGES and k in saved and saved[k] != now[k]]
+    if changed:
+        k = changed[0]
+        raise InputError(
+            f"--output_dir={config.output_dir}: holds an unfinished run started with "
+            f"--{k}={saved[k]} (now {now[k]}); use the same flags to resume it, or pass "
+            "--overwrite_output_dir to start over")
 
 
 # --- The run -----------------------------------------------------------------------------
@@ -169,13 +205,14 @@ def execute(config, registry=None):
 
         attach_cached_features(model, features, config.feature_cache_dir)
     prepare_output_dir(config)
-    config.save(os.path.join(config.output_dir, "run_config.json"))
+    config.save(os.path.join(config.output_dir, RUN_CONFIG))
     _log(f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder {source}, "
          + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
 
     train = features.get("train") if config.do_train else None
 
     def evaluate(trainer):
+        faults.crash_point("evaluation")
         per_split = {}
         for split in task.dev_splits:
             if split in features:
@@ -200,6 +237,7 @@ def execute(config, registry=None):
         metrics = evaluate(trainer)
     if config.do_predict:
         for split in task.test_splits:
+            faults.crash_point("prediction")
             f = features[split]
             outputs = trainer.predict(pipeline.make_dataset(f.inputs, None,
                                                             config.eval_batch_size))
@@ -208,16 +246,13 @@ def execute(config, registry=None):
     if config.do_eval:
         atomic_write_text(os.path.join(config.output_dir, "eval_results.txt"),
                           "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
+    if config.export_dir:  # before the finished marker: a run killed here resumes to export
+        export_once(config, registry)
     atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER),
                       {**metrics, "phases": per_phase} if len(per_phase) > 1 else metrics)
     from kerasbert import report
 
     report.write_run_report(config.output_dir, task.main_metric)
-    if config.export_dir:
-        from kerasbert.export.saved_model import export_run
-
-        path = export_run(config.output_dir, config.export_dir, registry=registry)
-        _log(f"kerasbert: SavedModel for TF Serving in {path} (see README, Serving)")
     _log(f"kerasbert: {task.name} dev metrics: "
          + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
     _log(f"kerasbert: outputs in {config.output_dir} (train time {timer.seconds():.0f} s)")
@@ -225,6 +260,24 @@ def execute(config, registry=None):
          + "` for the curves; `--data_dir=<the official files>` for the real data; "
          "`--init_checkpoint=" + config.output_dir + "` to fine-tune further from this run")
     return metrics
+
+
+def export_once(config, registry):
+    """Exports the run; a resumed run that had exported already (export.json) does not
+    add a second version."""
+    from kerasbert.export.saved_model import export_run
+    from kerasbert.io_utils import read_json_object
+
+    record = os.path.join(config.output_dir, "export.json")
+    if os.path.exists(record):
+        path = read_json_object(record).get("path")
+        if path and os.path.isdir(path):
+            _log(f"kerasbert: SavedModel already exported to {path}")
+            return
+    faults.crash_point("export")
+    path = export_run(config.output_dir, config.export_dir, registry=registry)
+    atomic_write_json(record, {"path": path})
+    _log(f"kerasbert: SavedModel for TF Serving in {path} (see README, Serving)")
 
 
 # --- CLI ---------------------------------------------------------------------------------

@@ -185,13 +185,22 @@ KINDS = {
 
 
 def null_threshold(run):
-    """SQuAD 2.0: the threshold tuned on dev (metrics.json best_f1_thresh) when the run
-    evaluated, else the one it was given (--null_score_diff_threshold)."""
-    path = os.path.join(run.run_dir, "metrics.json")
-    if run.task.version_2 and os.path.isfile(path):
-        tuned = read_json_object(path).get("best_f1_thresh")
-        if isinstance(tuned, (int, float)):
-            return float(tuned)
+    """SQuAD 2.0: the threshold tuned on dev (best_f1_thresh) when the run evaluated, else
+    the one it was given (--null_score_diff_threshold). A run exports before it writes
+    metrics.json (so that a kill during export resumes), hence eval_results.txt first."""
+    if run.task.version_2:
+        results = os.path.join(run.run_dir, "eval_results.txt")
+        if os.path.isfile(results):
+            with open(results, encoding="utf-8") as f:
+                for line in f:
+                    name, _, value = line.partition(" = ")
+                    if name == "best_f1_thresh":
+                        return float(value)
+        metrics = os.path.join(run.run_dir, "metrics.json")
+        if os.path.isfile(metrics):
+            tuned = read_json_object(metrics).get("best_f1_thresh")
+            if isinstance(tuned, (int, float)):
+                return float(tuned)
     return float(run.config.null_score_diff_threshold)
 
 

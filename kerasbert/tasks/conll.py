@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import read_utf8_text
+from kerasbert.io_utils import iter_utf8_lines
 from kerasbert.tasks.base import TAGGING, Example, Features, Task
 
 log = logging.getLogger(__name__)
@@ -59,14 +59,14 @@ class Sentence(Example):
 # ---- reading ---------------------------------------------------------------------------------
 
 
-def _read_text(path: str) -> str:
-    return read_utf8_text(path, "CoNLL")
+def _read_lines(path: str):
+    return iter_utf8_lines(path, "CoNLL")  # streamed: one line in memory at a time
 
 
-def _parse_columns(path: str, text: str):
+def _parse_columns(path: str, lines):
     """Yields (line number, fields) of word lines and (line number, None) at sentence breaks."""
-    for number, line in enumerate(text.split("\n"), start=1):
-        line = line.strip(" \t\r")
+    for number, line in enumerate(lines, start=1):
+        line = line.strip(" \t\r\n")
         fields = _FIELDS.split(line) if line else []
         if not fields or fields[0] == DOCSTART:
             yield number, None
@@ -77,7 +77,7 @@ def _parse_columns(path: str, text: str):
 def read_sentences(path: str, labels: Sequence[str] = LABELS):
     """Reads a CoNLL file into a list of (words, tags, line numbers), tags as written."""
     sentences, words, tags, lines = [], [], [], []
-    for number, fields in _parse_columns(path, _read_text(path)):
+    for number, fields in _parse_columns(path, _read_lines(path)):
         if fields is None:
             if words:
                 sentences.append((words, tags, lines))
@@ -395,7 +395,7 @@ def evaluate_file(path: str) -> dict[str, float]:
     """Scores a prediction file like conlleval: the last two columns of each line are the
     gold and predicted tags (other columns ignored), blank lines end sentences."""
     gold, predicted, g, p = [], [], [], []
-    for number, fields in _parse_columns(path, _read_text(path)):
+    for number, fields in _parse_columns(path, _read_lines(path)):
         if fields is None:
             if g:
                 gold.append(g)

@@ -19,8 +19,8 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics as skmetrics
 
-from kerasbert.io_utils import atomic_write_text, read_utf8_text
 from kerasbert.errors import InputError, at
+from kerasbert.io_utils import atomic_write_text, iter_utf8_lines
 from kerasbert.tasks.base import CLASSIFICATION, REGRESSION, Example, Task
 
 log = logging.getLogger(__name__)
@@ -118,9 +118,10 @@ class GlueTask(Task):
         if self.fixed_columns and labelled:
             header, first_line = list(self.fixed_columns), 1  # CoLA train/dev: no header row
         else:
-            if not lines:
+            first = next(lines, None)
+            if first is None:
                 raise InputError(f"{at(path)}empty file: expected a header row and examples")
-            header, first_line = [c.strip() for c in lines[0].split("\t")], 2
+            header, first_line = [c.strip() for c in first[1].split("\t")], 2
         required = [self.text_a, self.text_b, self.label_column if labelled else self.index_column]
         missing = [c for c in required if c is not None and c not in header]
         if missing:
@@ -130,7 +131,7 @@ class GlueTask(Task):
             )
         col = {name: header.index(name) for name in header}  # a repeated name: the first
         examples, skipped = [], 0
-        for number, line in enumerate(lines[first_line - 1:], start=first_line):
+        for number, line in lines:
             row = line.split("\t")
             if len(row) != len(header):
                 if self.skip_short_rows and len(row) < len(header):
@@ -247,17 +248,22 @@ def _listing(folder: str, limit: int = 30) -> str:
     return f"{folder} has: {shown or 'nothing'}"
 
 
-def _read_lines(path: str) -> list[str]:
-    """The physical lines of a UTF-8 file (BOM dropped, trailing blank lines dropped).
+def _read_lines(path: str):
+    """(number, line) of the physical lines of a UTF-8 file, streamed (BOM dropped,
+    trailing blank lines dropped: a blank line is yielded only when a line follows it).
 
     Splitting on tabs ourselves is csv.QUOTE_NONE with a tab delimiter: GLUE text contains
     unbalanced quotes that must stay literal; doing it by hand keeps line numbers physical.
     """
-    text = read_utf8_text(path, "GLUE")
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+    blank = []
+    for number, line in enumerate(iter_utf8_lines(path, "GLUE"), start=1):
+        line = line.removesuffix("\n").removesuffix("\r")
+        if not line:
+            blank.append(number)
+            continue
+        yield from ((n, "") for n in blank)
+        blank = []
+        yield number, line
 
 
 # ---- TFDS ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_text, read_utf8_text
+from kerasbert.io_utils import atomic_write_text, iter_utf8_lines
 from kerasbert.tasks.base import MULTIPLE_CHOICE, Example, Features, Task
 
 log = logging.getLogger(__name__)
@@ -232,8 +232,8 @@ class SwagTask(Task):
 
 def _read_csv(path: str) -> list[tuple[int, list[str]]]:
     """(line, fields) of each non-blank CSV record; `line` is where the record starts."""
-    text = read_utf8_text(path, "SWAG")
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    # Streamed: csv takes the lines one at a time (line ends kept, as newline="" would).
+    reader = csv.reader(iter_utf8_lines(path, "SWAG"), strict=True)
     records, line = [], 1
     try:
         for row in reader:

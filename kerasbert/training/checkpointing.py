@@ -1,42 +1,191 @@
-"""Run state for resuming (model, optimizer, finished epochs) and atomic weight files."""
+"""Run state for resuming (model, optimizers, position in the run) and atomic weight files."""
 
+import dataclasses
+import glob
+import math
 import os
+import re
 import tempfile
+import time
 
 import numpy as np
 import tensorflow as tf
 
+from kerasbert import faults
+from kerasbert.errors import InputError, TrainingError, at
+
+# Two complete checkpoints: a newest one torn by a kill (or a full disk) falls back to the
+# one before it.
+MAX_TO_KEEP = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """Where a run stands: `phase` index, `epoch`s finished in it, `step`s done in the next
+    epoch, that partial epoch's running sums, and the early-stopping state of the phase."""
+
+    phase: int = 0
+    epoch: int = 0
+    step: int = 0
+    loss_sum: float = 0.0
+    correct: float = 0.0
+    seen: float = 0.0
+    best: float | None = None
+    since_best: int = 0
+
+
+class NonFiniteWeightsError(TrainingError):
+    """A weight became NaN or infinite; it is never written over the last good checkpoint."""
+
 
 class RunState:
     """The latest complete state of a run in `<output_dir>/checkpoints`: weights, every
-    phase's optimizer, and where training stands (phase index, finished epochs in it).
+    phase's optimizer, dropout seed states and the run's Position.
 
     tf.train.CheckpointManager writes the checkpoint files first and the index last, so
-    a run killed while saving still restores the previous complete checkpoint.
+    a run killed while saving still restores the previous complete checkpoint; one whose
+    files were torn anyway (a full disk, a crashed file system) fails to restore (the
+    index holds a checksum of every tensor) and the previous one is used instead.
     """
 
     def __init__(self, output_dir, model, optimizers):
         self.directory = os.path.join(output_dir, "checkpoints")
-        self.phase = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.model = model
+        self.optimizers = list(optimizers.values())
+        self.restored_from = None
+        self.last_good = None  # the newest checkpoint known to be whole
+        def variable(value, dtype):
+            return tf.Variable(value, dtype=dtype, trainable=False)
+
+        self.variables = {
+            "phase": variable(0, tf.int64), "epoch": variable(0, tf.int64),
+            "step": variable(0, tf.int64), "loss_sum": variable(0.0, tf.float64),
+            "correct": variable(0.0, tf.float64), "seen": variable(0.0, tf.float64),
+            "best": variable(math.nan, tf.float64), "since_best": variable(0, tf.int64)}
         # tf.train.Checkpoint does not follow Keras 3 layers to their dropout seed-generator
         # states; saving them too makes a resumed run draw the same dropout masks.
         non_trainable = [v.value for v in model.non_trainable_variables]
         self.checkpoint = tf.train.Checkpoint(
-            model=model, phase=self.phase, epoch=self.epoch, non_trainable=non_trainable,
+            model=model, non_trainable=non_trainable, **self.variables,
             **{f"optimizer_{name}": optimizer for name, optimizer in optimizers.items()})
-        self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=1)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory,
+                                                  max_to_keep=MAX_TO_KEEP)
 
-    def restore(self):
-        """Restores the latest checkpoint if any; returns (phase index, finished epochs)."""
-        if self.manager.latest_checkpoint:
-            self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
-        return int(self.phase.numpy()), int(self.epoch.numpy())
+    # Kept for callers of the epoch-granular API: `epoch` is the number of finished epochs.
+    @property
+    def phase(self):
+        return self.variables["phase"]
 
-    def save(self, phase, finished_epochs):
-        self.phase.assign(phase)
-        self.epoch.assign(finished_epochs)
-        self.manager.save()
+    @property
+    def epoch(self):
+        return self.variables["epoch"]
+
+    def candidates(self):
+        """Checkpoint prefixes on disk, newest first (found from the files themselves, so a
+        lost or stale `checkpoint` index file does not hide any)."""
+        numbered = []
+        for index in glob.glob(os.path.join(self.directory, "ckpt-*.index")):
+            match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(index))
+            if match:
+                numbered.append((int(match.group(1)), index[: -len(".index")]))
+        return [prefix for _, prefix in sorted(numbered, reverse=True)]
+
+    def restore(self, log=print):
+        """Restores the newest checkpoint that reads back whole; returns its Position
+        (Position() when there is none)."""
+        for prefix in self.candidates():
+            try:
+                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+            except (tf.errors.OpError, IndexError, OSError) as e:  # missing, torn, bad checksum
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                log(f"kerasbert: checkpoint {prefix} is damaged ({reason}); trying the one before")
+                continue
+            except (AssertionError, ValueError) as e:  # whole, but of another model
+                raise InputError(f"{at(prefix)}does not match this run's model ("
+                                 f"{(str(e).strip().splitlines() or ['?'])[0][:200]}); pass "
+                                 "--overwrite_output_dir to start over") from None
+            self.restored_from = self.last_good = prefix
+            return self.position()
+        return Position()
+
+    def position(self):
+        v = {name: var.numpy() for name, var in self.variables.items()}
+        return Position(phase=int(v["phase"]), epoch=int(v["epoch"]), step=int(v["step"]),
+                        loss_sum=float(v["loss_sum"]), correct=float(v["correct"]),
+                        seen=float(v["seen"]),
+                        best=None if math.isnan(v["best"]) else float(v["best"]),
+                        since_best=int(v["since_best"]))
+
+    def save(self, phase, finished_epochs, position=None):
+        """Saves the run at `phase`, after `finished_epochs` (and `position.step` steps of
+        the next epoch); refuses non-finite weights, so the last good checkpoint stays."""
+        position = dataclasses.replace(position or Position(), phase=phase,
+                                       epoch=finished_epochs)
+        check_finite(self.model, sum(int(o.iterations.numpy()) for o in self.optimizers))
+        for name, var in self.variables.items():
+            value = getattr(position, name)
+            var.assign(math.nan if value is None else value)
+        try:
+            self.last_good = self.manager.save()
+        except (tf.errors.OpError, OSError) as e:  # a full disk, a vanished folder
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            raise InputError(f"{at(self.directory)}cannot write a checkpoint ({reason}); the "
+                             f"last good one ({self.last_good or 'none yet'}) is kept") from None
+        faults.crash_point("checkpoint")
+        faults.crash_point("checkpoint_torn", before_kill=lambda: tear(self.manager.latest_checkpoint))
+
+
+def check_finite(model, step):
+    bad = [v.path for v in model.trainable_variables
+           if not bool(tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(v))))]
+    if bad:
+        raise NonFiniteWeightsError(
+            f"{len(bad)} weight(s) became NaN or infinite by step {step} (first: {bad[0]}); "
+            "not saving them")
+
+
+def tear(prefix):
+    """Truncates a checkpoint's data to half, as a crash mid-write can leave it (tests)."""
+    for path in glob.glob(prefix + ".data-*"):
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+
+
+def trim_event_files(directory, last_step):
+    """Drops TensorBoard events logged after `last_step` (by a run that was then killed
+    and resumes from a checkpoint at `last_step`), so the curves have no repeated steps.
+
+    The kept events go into one new file (renamed into place when complete) before the
+    old files are removed; a repeated (step, tags) is kept once, so a kill in between
+    leaves nothing doubled after the next resume either.
+    """
+    paths = sorted(glob.glob(os.path.join(directory, "*tfevents*")))
+    if not paths:
+        return
+    kept, seen = [], set()
+    for path in paths:
+        try:
+            for record in tf.data.TFRecordDataset(path):
+                event = tf.compat.v1.Event.FromString(record.numpy())
+                key = (event.step, tuple(v.tag for v in event.summary.value), event.file_version)
+                if event.step <= last_step and key not in seen:
+                    seen.add(key)
+                    kept.append(record.numpy())
+        except tf.errors.DataLossError:  # a record torn by the kill: the rest is lost anyway
+            pass
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".trim-")
+    os.close(fd)
+    try:
+        with tf.io.TFRecordWriter(tmp) as writer:
+            for record in kept:
+                writer.write(record)
+        target = os.path.join(directory, f"events.out.tfevents.{time.time():.6f}.resumed.v2")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    for path in paths:
+        os.remove(path)
 
 
 def save_weights_atomically(model, path):
@@ -47,6 +196,8 @@ def save_weights_atomically(model, path):
     try:
         model.save_weights(tmp, overwrite=True)
         os.replace(tmp, path)
+    except OSError as e:
+        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

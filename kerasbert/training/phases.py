@@ -15,9 +15,16 @@ import os
 
 import tensorflow as tf
 
+from kerasbert import faults
 from kerasbert.data import pipeline
-from kerasbert.io_utils import read_history, write_history
-from kerasbert.training import checkpointing, optimization
+from kerasbert.errors import TrainingError
+from kerasbert.io_utils import (
+    atomic_write_json,
+    read_history,
+    read_json_object,
+    write_history,
+)
+from kerasbert.training import checkpointing, losses, optimization
 from kerasbert.training.loop import Timer, Trainer, count_steps
 
 
@@ -63,45 +70,117 @@ class PhaseRunner:
         self.state = checkpointing.RunState(config.output_dir, model, self.optimizers)
         self.history_path = os.path.join(config.output_dir, "history.csv")
         self.best_head_path = os.path.join(config.output_dir, "checkpoints", "best_head.npz")
-        self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard"))
+        self.phase_metrics_path = os.path.join(config.output_dir, "checkpoints", "phases.json")
+        self.tensorboard_dir = os.path.join(config.output_dir, "tensorboard")
+        self.writer = None  # made after a resume has trimmed the event files
+        self.rows = len(next(iter(train.inputs.values())))  # feature rows, not examples
         self.timer = Timer()
 
     def run(self):
-        """Trains every phase; returns ({phase: dev metrics at its end}, last dev metrics)."""
-        start_phase, start_epoch = self.state.restore()
-        if start_phase or start_epoch:
-            self.log(f"kerasbert: resuming at phase {start_phase + 1}, after epoch "
-                     f"{start_epoch}, from {self.state.directory}")
-        history = read_history(self.history_path) if (start_phase or start_epoch) else []
-        per_phase, metrics = {}, {}
-        for index in range(start_phase, len(self.phases)):
+        """Trains every phase; returns ({phase: dev metrics at its end}, last dev metrics).
+
+        A run killed at any point and started again continues from its last complete
+        checkpoint: same phase, step, optimizer and schedule state, data order and dropout
+        state, so it ends with the metrics an uninterrupted run would have.
+        """
+        position = self.state.restore(self.log)
+        resumed = self.state.restored_from is not None
+        history, per_phase = [], {}
+        if resumed:
+            where = (f"after epoch {position.epoch}" + (f", step {position.step} into the next"
+                                                        if position.step else ""))
+            if position.phase >= len(self.phases):
+                where = "training complete; finishing evaluation and outputs"
+            self.log(f"kerasbert: resuming at phase {min(position.phase + 1, len(self.phases))}, "
+                     f"{where}, from {self.state.restored_from}")
+            history = self._history_until(position)
+            write_history(self.history_path, history)
+            checkpointing.trim_event_files(self.tensorboard_dir, self._global_step(position.phase))
+            if os.path.exists(self.phase_metrics_path):
+                per_phase = read_json_object(self.phase_metrics_path)
+        self.writer = tf.summary.create_file_writer(self.tensorboard_dir)
+        metrics = per_phase.get(self.phases[-1].name, {}) if per_phase else {}
+        for index in range(position.phase, len(self.phases)):
             phase = self.phases[index]
-            first_epoch = start_epoch if index == start_phase else 0
-            metrics = self._run_phase(index, phase, first_epoch, history)
+            start = position if index == position.phase else checkpointing.Position(phase=index)
+            try:
+                metrics = self._run_phase(index, phase, start, history)
+            except TrainingError as e:  # NaN: say what is kept and what to try
+                kept = self.state.last_good
+                raise type(e)(f"{e} (phase {phase.name}); the last good checkpoint "
+                              + (f"{kept} is kept" if kept else "does not exist yet")
+                              + "; a smaller --learning_rate may help") from None
             per_phase[phase.name] = metrics
+            atomic_write_json(self.phase_metrics_path, per_phase)
+            self.state.save(index + 1, 0)  # the phase is complete: a resume starts the next one
+        self.writer.flush()
         return per_phase, metrics
 
-    def _run_phase(self, index, phase, first_epoch, history):
+    def _global_step(self, index):
+        """Steps of the run so far: the earlier phases' and this phase's optimizer steps."""
+        done = sum(t for _, t in self.steps[:index])
+        if index < len(self.phases):
+            done += int(self.optimizers[self.phases[index].name].iterations.numpy())
+        return done
+
+    def _history_until(self, position):
+        """history.csv without the rows of epochs the checkpoint does not include (written
+        by the killed run after its last checkpoint; they will be written again)."""
+        order = {phase.name: i for i, phase in enumerate(self.phases)}
+        return [row for row in read_history(self.history_path)
+                if (order.get(row["phase"], len(order)), int(row["epoch"]))
+                <= (position.phase, position.epoch)]
+
+    def _examples_in(self, first_batch, num_batches):
+        size = self.config.train_batch_size
+        return sum(min(size, self.rows - b * size)
+                   for b in range(first_batch, first_batch + num_batches))
+
+    def _run_phase(self, index, phase, start, history):
         config, optimizer = self.config, self.optimizers[phase.name]
         self.model.set_backbone_trainable(phase.train_backbone)
         trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer)
         per_epoch, total = self.steps[index]
         step_offset = sum(t for _, t in self.steps[:index])  # a global step for TensorBoard
-        best, since_best, metrics = None, 0, {}
+        best, since_best, metrics = start.best, start.since_best, {}
         main_metric = self.task.main_metric
+        every = config.save_checkpoints_steps
 
         def on_step(step, loss):
             with self.writer.as_default(step=step_offset + step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", trainer.learning_rate())
+            faults.crash_point("train_step")
 
-        for epoch in range(first_epoch, math.ceil(phase.num_epochs)):
+        stopped = phase.patience is not None and since_best >= phase.patience  # killed after
+        for epoch in range(start.epoch, 0 if stopped else math.ceil(phase.num_epochs)):
             steps = min(per_epoch, total - epoch * per_epoch)
             dataset = pipeline.make_dataset(
                 self.train.inputs, self.train.labels, config.train_batch_size,
                 shuffle_seed=config.seed + 1000 * index + epoch,
                 labels_per_token=self.task.kind == "tagging")
-            train_loss, train_accuracy = trainer.train_epoch(dataset, steps, on_step=on_step)
+            # The epoch runs in pieces that end on multiples of --save_checkpoints_steps;
+            # after each, a checkpoint records how far it got. A resumed epoch skips the
+            # batches already trained on (same seed, same order) and sums on from there.
+            part = start if epoch == start.epoch else checkpointing.Position()
+            done, loss_sum, correct, seen = part.step, part.loss_sum, part.correct, part.seen
+            while done < steps:
+                count = steps - done
+                if every:
+                    count = min(count, every - int(optimizer.iterations.numpy()) % every)
+                loss, accuracy = trainer.train_epoch(dataset.skip(done), count, on_step=on_step)
+                examples = self._examples_in(done, count)
+                loss_sum += loss * count
+                correct += (accuracy or 0.0) * examples
+                seen += examples
+                done += count
+                if done < steps:
+                    self.writer.flush()
+                    self.state.save(index, epoch, checkpointing.Position(
+                        step=done, loss_sum=loss_sum, correct=correct, seen=seen,
+                        best=best, since_best=since_best))
+            train_loss = loss_sum / max(done, 1)
+            train_accuracy = correct / max(seen, 1) if losses.has_accuracy(self.task.kind) else None
             metrics = self.evaluate(trainer) if config.do_eval else {}
             row = {"phase": phase.name, "epoch": epoch + 1,
                    "step": step_offset + int(optimizer.iterations.numpy()),
@@ -131,7 +210,8 @@ class PhaseRunner:
                 else:
                     since_best += 1
                     stop = since_best >= phase.patience
-            self.state.save(index, epoch + 1)
+            self.state.save(index, epoch + 1, checkpointing.Position(best=best,
+                                                                     since_best=since_best))
             if stop:
                 self.log(f"kerasbert: {phase.name}: no {main_metric} gain for {phase.patience} "
                          f"epochs; restoring the best head (dev {main_metric}={best:.4f})")
@@ -139,6 +219,6 @@ class PhaseRunner:
         if phase.patience is not None and os.path.exists(self.best_head_path):
             checkpointing.load_layer_weights(self.model.head, self.best_head_path)
             metrics = self.evaluate(trainer) if config.do_eval else metrics
-        self.state.save(index + 1, 0)  # the phase is complete: a resume starts the next one
+        elif not metrics and config.do_eval:  # resumed after the last epoch's checkpoint
+            metrics = self.evaluate(trainer)
         return metrics
-

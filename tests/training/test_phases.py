@@ -47,8 +47,8 @@ def test_stack_and_finetune_moves_the_encoder_only_in_phase_two(tmp_path, monkey
     snapshots = {}
     original_save = checkpointing.RunState.save
 
-    def save(self, phase, epochs):
-        original_save(self, phase, epochs)
+    def save(self, phase, epochs, *rest):
+        original_save(self, phase, epochs, *rest)
         snapshots[(phase, epochs)] = [v.numpy().copy() for v in
                                       self.checkpoint.model.backbone.weights]
 
@@ -94,8 +94,8 @@ def test_resume_across_the_phase_boundary(tmp_path, monkeypatch):
     reference = main_lib.execute(_config(tmp_path, "straight", **kwargs))
     original_save = checkpointing.RunState.save
 
-    def die_in_phase_two(self, phase, epochs):
-        original_save(self, phase, epochs)
+    def die_in_phase_two(self, phase, epochs, *rest):
+        original_save(self, phase, epochs, *rest)
         if (phase, epochs) == (1, 1):  # first epoch of fine-tuning saved
             raise KeyboardInterrupt
 

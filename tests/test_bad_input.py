@@ -1,0 +1,126 @@
+"""The bad-input cases of the reliability issue that other test files do not cover: each
+fails with one InputError naming the file and line (or the flag), and writes nothing half.
+
+Covered elsewhere: bad rows, labels outside the label set, non-UTF-8 bytes, empty and
+header-only files (tests/tasks/*), SQuAD answers outside their context
+(tests/tasks/test_squad.py), CoNLL tag errors (tests/tasks/test_conll.py), checkpoint shapes
+(tests/model/test_checkpoints.py), contradictory flags (tests/test_config.py,
+tests/test_main.py), the CLI's one line and exit 2 (tests/test_main.py).
+"""
+
+import errno
+import io
+import os
+
+import pytest
+
+from kerasbert import io_utils
+from kerasbert import main as main_lib
+from kerasbert.config import RunConfig
+from kerasbert.data.tokenization import WordPieceTokenizer
+from kerasbert.errors import InputError
+from kerasbert.model import checkpoints
+from kerasbert.tasks import conll, glue, squad, swag
+
+SAMPLES = os.path.join(os.path.dirname(main_lib.__file__), "data", "samples")
+
+
+def _cut(source, target, line, keep):
+    """Copies `source` up to `keep` characters into its `line` (1-based), as a copy cut
+    short by a crash or a full disk would end."""
+    with open(source, encoding="utf-8", newline="") as f:
+        lines = f.read().split("\n")
+    with open(target, "w", encoding="utf-8", newline="") as f:
+        f.write("\n".join(lines[: line - 1] + [lines[line - 1][:keep]]))
+    return str(target)
+
+
+@pytest.mark.parametrize("task, name, line, keep, message", [
+    (glue.TASKS["sst2"], "glue/SST-2/train.tsv", 3, 10, "expected 2 tab-separated columns"),
+    (swag.SwagTask(), "swag/train.csv", 3, 30, "expected 12 comma-separated fields"),
+    (conll.ConllTask(), "conll2003/train.txt", 4, 8, "expected a word and its NER tag"),
+    (squad.TASKS["squad_v1"], "squad/dev-v1.1.json", 6, 5, "malformed JSON"),
+])
+def test_truncated_files(tmp_path, task, name, line, keep, message):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    path = _cut(os.path.join(SAMPLES, name), folder / os.path.basename(name), line, keep)
+    split = {"train.tsv": "train", "train.csv": "train", "train.txt": "train"}.get(
+        os.path.basename(name), "dev")
+    with pytest.raises(InputError) as info:
+        task.read_examples(str(folder), split)
+    text = str(info.value)
+    assert text.startswith(f"{path}:") and message in text and "\n" not in text
+
+
+@pytest.mark.parametrize("task, name, text, message", [
+    (glue.TASKS["rte"], "dev.tsv", "index,sentence1,sentence2,label\n0,P.,H.,entailment\n",
+     "missing column"),
+    (swag.SwagTask(), "val.csv", ("sent1\tsent2\tending0\tending1\tending2\tending3\tlabel\n"
+     "A.\tB\tc.\td.\te.\tf.\t0\n"), "missing column"),
+    (conll.ConllTask(), "train.txt", "EU,NNP,B-NP,B-ORG\nrejects,VBZ,B-VP,O\n",
+     "expected a word and its NER tag"),
+])
+def test_wrong_delimiters(tmp_path, task, name, text, message):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(InputError, match=rf"^{tmp_path / name}:1: .*{message}"):
+        task.read_examples(str(tmp_path), name.rsplit(".", 1)[0])
+
+
+@pytest.mark.parametrize("label", ["1.0", "positive", " 1", ""])
+def test_mixed_label_types(tmp_path, label):
+    (tmp_path / "train.tsv").write_text(f"sentence\tlabel\ngood .\t1\nbad .\t{label}\n")
+    with pytest.raises(InputError, match=rf"train\.tsv:3: .*'{label}'"):
+        glue.TASKS["sst2"].read_examples(str(tmp_path), "train")
+
+
+def test_vocabulary_larger_than_the_checkpoint(tmp_path):
+    loaded = checkpoints.random_encoder("2/32/2")
+    vocab = tmp_path / "vocab.txt"
+    with open(loaded.vocab_file, encoding="utf-8") as f:
+        words = f.read().splitlines()
+    vocab.write_text("\n".join(words + [f"extra{i}" for i in range(100)]), encoding="utf-8")
+    config = RunConfig(task="sst2", output_dir=str(tmp_path / "run"), max_seq_length=32)
+    with pytest.raises(InputError, match=r"--vocab_file=.*vocab\.txt: 30622 tokens, but the "
+                                         r"encoder's embedding table has only 30522 rows"):
+        main_lib.check_encoder_fits(config, loaded.backbone, WordPieceTokenizer(str(vocab)))
+
+
+def test_output_dir_that_cannot_be_written(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    config = RunConfig(task="sst2", output_dir=str(blocker / "run"))
+    with pytest.raises(InputError, match=rf"--output_dir={blocker / 'run'}: cannot write there"):
+        main_lib.prepare_output_dir(config)
+
+
+class _FullDisk(io.StringIO):
+    def write(self, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    target = tmp_path / "out" / "metrics.json"
+    real_fdopen = os.fdopen
+    opened = []
+
+    def fdopen(fd, *args, **kwargs):
+        real_fdopen(fd).close()
+        opened.append(fd)
+        return _FullDisk()
+
+    monkeypatch.setattr(io_utils.os, "fdopen", fdopen)
+    with pytest.raises(InputError) as info:
+        io_utils.atomic_write_json(str(target), {"accuracy": 1.0})
+    monkeypatch.undo()
+    assert str(info.value) == f"{target}: cannot write: No space left on device"
+    assert opened and os.listdir(target.parent) == []  # no partial or temporary file
+
+    # A whole run: the first write (run_config.json) fails cleanly, nothing else is written.
+    monkeypatch.setattr(io_utils.os, "fdopen", fdopen)
+    out = tmp_path / "run"
+    with pytest.raises(InputError, match=r"run_config\.json: cannot write: No space left"):
+        main_lib.execute(RunConfig(task="sst2", output_dir=str(out), init_checkpoint="random",
+                                   model_size="2/32/2", max_seq_length=32,
+                                   max_train_examples=8, max_eval_examples=8))
+    assert os.listdir(out) == []
