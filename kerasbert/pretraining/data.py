@@ -8,6 +8,9 @@ TFRecord shards of `tf.train.Example`s with BERT's feature names (`input_ids`,
 As in google-research/bert:
   * sentences of a document are packed into [CLS] A [SEP] B [SEP] up to max_seq_length
     (10% of the time a shorter random target length, `short_seq_prob`);
+    one difference: a chunk that is a single sentence takes the next sentence along
+    instead of always getting a random B, so the random share stays near
+    `next_sentence_prob` on text of long sentences;
   * B is the true continuation, or with `next_sentence_prob` (BERT: 0.5) a random span
     of a *different* document; the unused true sentences are put back;
     next_sentence_labels is 1 for a random B, 0 for the true one;
@@ -64,7 +67,8 @@ class DataOptions:
                 f"{self.max_predictions_per_seq}")
         for name in ("masked_lm_prob", "next_sentence_prob", "short_seq_prob",
                      "heldout_fraction"):
-            if not 0.0 <= getattr(self, name) < 1.0 + (name == "next_sentence_prob"):
+            value = getattr(self, name)
+            if not (0.0 <= value <= 1.0 if name == "next_sentence_prob" else 0.0 <= value < 1.0):
                 bad(name, f"must be a probability, got {getattr(self, name)}")
         for name in ("dupe_factor", "documents_per_chunk", "num_shards"):
             if getattr(self, name) < 1:
@@ -168,13 +172,18 @@ def sentence_pairs(documents, index, options, rng):
         chunk.append(document[i])
         length += len(document[i])
         if i == len(document) - 1 or length >= target:
+            if len(chunk) == 1 and i + 1 < len(document):
+                # BERT would force a random B here, which pushes the random share far above
+                # `next_sentence_prob` when sentences are long; take the next one along.
+                i += 1
+                chunk.append(document[i])
             if chunk:
                 a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
                 tokens_a = [t for s in chunk[:a_end] for t in s]
                 tokens_b = []
                 random_next = False
-                # BERT forces a random B when the chunk is one sentence; without NSP
-                # (next_sentence_prob 0) such a chunk is dropped instead.
+                # A one-sentence chunk (the document's last sentence) can only have a
+                # random B; without NSP (next_sentence_prob 0) it is dropped instead.
                 alone = len(chunk) == 1 and options.next_sentence_prob > 0
                 if len(documents) > 1 and (alone or rng.random() < options.next_sentence_prob):
                     random_next = True
