@@ -44,8 +44,8 @@ flags.DEFINE_integer("log_every", _D.log_every, "Write the training loss to hist
                      "every N steps.")
 flags.DEFINE_enum("distribution_strategy", _D.distribution_strategy,
                   ["one_device", "mirrored"], "The tf.distribute strategy.")
-flags.DEFINE_enum("mixed_precision", None, ["bfloat16", "float16"], "Mixed-precision "
-                  "compute dtype (float16 adds dynamic loss scaling).")
+flags.DEFINE_enum("mixed_precision", None, ["bfloat16"], "Compute in bfloat16 with float32 "
+                  "weights (GPUs from Ampere on, TPUs).")
 flags.DEFINE_boolean("jit_compile", _D.jit_compile, "Compile the training step with XLA.")
 flags.DEFINE_boolean("verbose", False, "Full tracebacks for input errors.")
 

@@ -58,7 +58,8 @@ class PretrainingModel(keras.Model):
             token_embedding=backbone.token_embedding,
             intermediate_activation=hidden_activation(backbone.hidden_act),
             layer_norm_epsilon=backbone.layer_norm_eps,
-            kernel_initializer=init, dtype=backbone.dtype_policy, name="lm_head")
+            # float32 under mixed precision too: the vocabulary softmax wants the range.
+            kernel_initializer=init, dtype="float32", name="lm_head")
         self.nsp_head = (keras.layers.Dense(2, kernel_initializer=init, name="nsp_head")
                          if objective == "bert" else None)
 
@@ -71,8 +72,8 @@ class PretrainingModel(keras.Model):
             positions = tf.broadcast_to(tf.range(length - 1)[None], [tf.shape(ids)[0], length - 1])
         else:
             positions = features["masked_lm_positions"]
-        outputs = {"lm_logits": tf.cast(self.lm_head(encoded["sequence_output"],
-                                                     mask_positions=positions), tf.float32)}
+        sequence = tf.cast(encoded["sequence_output"], tf.float32)
+        outputs = {"lm_logits": self.lm_head(sequence, mask_positions=positions)}
         if self.nsp_head is not None:
             outputs["nsp_logits"] = tf.cast(self.nsp_head(encoded["pooled_output"]), tf.float32)
         return outputs
