@@ -156,19 +156,37 @@ def test_tfrecords_hold_bert_features(tmp_path):
     assert not list((tmp_path / "out").glob("*.tmp"))
 
 
-def test_cli_learns_a_vocabulary_and_reports_bad_input(tmp_path):
+def test_vocabulary_learned_from_the_corpus(tmp_path):
+    corpus = _write_corpus(tmp_path / "corpus.txt")
+    size = data.learn_vocab([corpus], 100, True, str(tmp_path / "vocab.txt"))
+    vocab = (tmp_path / "vocab.txt").read_text().split("\n")[:-1]
+    assert len(vocab) == size and vocab[:5] == list(data.SPECIAL_TOKENS)
+    assert {"gamma", "delta", "."} <= set(vocab)
+    # The corpus tokenizes without [UNK] on its own vocabulary.
+    tokenizer = WordPieceTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=True)
+    assert tokenizer.unk_id not in tokenizer.tokenize_ids(["alpha mu theta ."])[0].numpy()
+
+
+def test_options_are_checked():
+    with pytest.raises(InputError, match="--max_seq_length"):
+        data.DataOptions(max_seq_length=4).check()
+    with pytest.raises(InputError, match="--next_sentence_prob"):
+        data.DataOptions(next_sentence_prob=1.5).check()
+
+
+@pytest.mark.large
+def test_cli_learns_a_vocabulary_and_writes_shards(tmp_path):
     corpus = _write_corpus(tmp_path / "corpus.txt")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "kerasbert.pretraining.create_data", f"--input_file={corpus}",
            f"--output_dir={out}", "--vocab_size=50", "--max_seq_length=32", "--dupe_factor=1"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    vocab = (out / "vocab.txt").read_text().split("\n")
-    assert vocab[:5] == list(data.SPECIAL_TOKENS) and "gamma" in vocab
-    with pytest.raises(InputError, match="--max_seq_length"):
-        data.DataOptions(max_seq_length=4).check()
-    with pytest.raises(InputError, match="--next_sentence_prob"):
-        data.DataOptions(next_sentence_prob=1.5).check()
+    assert (out / "vocab.txt").exists() and (out / "train-00000-of-00001.tfrecord").exists()
+    bad = subprocess.run(cmd[:4] + [f"--output_dir={tmp_path / 'x'}", "--max_seq_length=4"],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "--max_seq_length" in bad.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "x").exists()
 
 
 def test_missing_input_is_an_input_error(tmp_path):
