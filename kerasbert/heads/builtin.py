@@ -87,6 +87,20 @@ def kerasbert_heads():
             description="BiLSTM or Kim-CNN over the token states, max-pooled, then a "
                         "classifier.",
         ),
+        HeadSpec(
+            name="last_token",
+            kinds=(base.CLASSIFICATION, base.REGRESSION, base.MULTIPLE_CHOICE),
+            build=_lazy("ltr", "build_last_token"),
+            description="Linear layer on the last real token's state (for left-to-right "
+                        "encoders, whose [CLS] sees nothing else).",
+        ),
+        HeadSpec(
+            name="top_bilstm",
+            kinds=(base.CLASSIFICATION, base.REGRESSION, base.MULTIPLE_CHOICE, base.SPAN),
+            build=_lazy("ltr", "build_top_bilstm"),
+            description="A random BiLSTM over the final states, then a classifier or "
+                        "start/end logits (BERT 5.1's LTR + BiLSTM).",
+        ),
     ]
 
 
@@ -94,10 +108,17 @@ def kerasbert_heads():
 def kerasbert_define_flags(flag_values):
     from absl import flags
 
-    from kerasbert.heads import (bilstm_tagger, bimpm, feature_bilstm, sequence_classifier,
-                                 sim_transformer)
+    from kerasbert.heads import (
+        bilstm_tagger,
+        bimpm,
+        feature_bilstm,
+        ltr,
+        sequence_classifier,
+        sim_transformer,
+    )
 
-    for module in (feature_bilstm, bimpm, sim_transformer, bilstm_tagger, sequence_classifier):
+    for module in (feature_bilstm, bimpm, sim_transformer, bilstm_tagger, sequence_classifier,
+                   ltr):
         module.define_flags(flag_values)
     flags.DEFINE_boolean(
         "cls_linear_use_pooler", True,

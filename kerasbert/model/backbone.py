@@ -5,11 +5,18 @@ declare and keras-hub hard-codes: the feed-forward activation (`hidden_act`)
 and the layer-norm epsilon (`layer_norm_eps`). Everything else (layer names,
 weights, inputs, outputs, presets) is exactly keras-hub's, so keras-hub tasks
 and tools keep working on it.
+
+`causal=True` makes every self-attention left-to-right (position i attends to
+positions <= i only): the "LTR" encoder of BERT's ablations (section 5.1). It
+is part of the config, so a saved causal encoder stays causal when reloaded
+for fine-tuning or export.
 """
 
 import keras
 import keras_hub
 import numpy as np
+from keras import ops
+from keras_hub.layers import TransformerEncoder
 
 from kerasbert.errors import InputError
 
@@ -53,6 +60,24 @@ def hidden_activation(hidden_act):
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
+class CausalTransformerEncoder(TransformerEncoder):
+    """keras-hub's TransformerEncoder that also masks attention to later positions.
+
+    The causal mask is merged (logical and) with whatever padding or attention mask
+    the caller passes, so padding still works as in the bidirectional encoder.
+    """
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, **kwargs):
+        length = ops.shape(inputs)[1]
+        positions = ops.arange(length)
+        causal = ops.cast(positions[:, None] >= positions[None, :], "int32")
+        causal = ops.broadcast_to(causal[None], (ops.shape(inputs)[0], length, length))
+        if attention_mask is not None:
+            causal = ops.minimum(causal, ops.cast(attention_mask, "int32"))
+        return super().call(inputs, padding_mask=padding_mask, attention_mask=causal, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
 class BertEncoder(keras_hub.models.BertBackbone):
     """keras-hub's BERT backbone with a configurable activation and epsilon.
 
@@ -63,6 +88,8 @@ class BertEncoder(keras_hub.models.BertBackbone):
         layer_norm_eps: float. Epsilon of every LayerNormalization. keras-hub
             fixes 1e-12, which is BERT's own value; other checkpoints may
             declare another.
+        causal: bool. Left-to-right self-attention in every layer (an LTR
+            language model's encoder); False is BERT's bidirectional encoder.
         Other args: as `keras_hub.models.BertBackbone`.
     """
 
@@ -78,6 +105,7 @@ class BertEncoder(keras_hub.models.BertBackbone):
         num_segments=2,
         hidden_act="gelu",
         layer_norm_eps=1e-12,
+        causal=False,
         dtype=None,
         **kwargs,
     ):
@@ -105,14 +133,22 @@ class BertEncoder(keras_hub.models.BertBackbone):
             layer.layer_norm_epsilon = layer_norm_eps
             layer._self_attention_layer_norm.epsilon = layer_norm_eps
             layer._feedforward_layer_norm.epsilon = layer_norm_eps
+            if causal:
+                # The functional graph calls each layer at run time, so switching the
+                # class (same weights, same names; only `call` differs) makes every
+                # use of the encoder, including `all_layer_outputs_model`, causal.
+                layer.__class__ = CausalTransformerEncoder
         self.hidden_act = hidden_act
         self.layer_norm_eps = layer_norm_eps
+        self.causal = bool(causal)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {"hidden_act": self.hidden_act, "layer_norm_eps": self.layer_norm_eps}
         )
+        if self.causal:  # absent when False: configs written before stay identical
+            config["causal"] = True
         return config
 
 
@@ -171,7 +207,7 @@ def parse_model_size(spec):
 
 
 def random_backbone(
-    model_size, vocab_size, max_position=512, dropout=0.1, seed=None
+    model_size, vocab_size, max_position=512, dropout=0.1, seed=None, causal=False
 ):
     """A randomly initialised `BertEncoder` of a given `--model_size`.
 
@@ -188,6 +224,7 @@ def random_backbone(
         dropout=dropout,
         max_sequence_length=max_position,
         hidden_act="gelu",
+        causal=causal,
     )
     if seed is not None:
         _reinitialize(backbone, np.random.default_rng(seed))

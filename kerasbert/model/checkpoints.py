@@ -8,7 +8,8 @@ Three kinds of folder are understood:
 * a keras-hub preset folder (`config.json` with a `registered_name`, as
   written by `save_to_preset`), with its vocabulary under `assets/tokenizer/`.
 * an earlier kerasbert run (`<run>/encoder/` or that `encoder/` folder),
-  written by `save_encoder`.
+  written by `save_encoder` (also by `kerasbert.pretrain`); a causal (LTR)
+  encoder's config says `"causal": true` and it reloads causal.
 
 Every problem a user can fix surfaces as `InputError` naming the file.
 """
@@ -107,13 +108,15 @@ def load_encoder(path, dropout=None):
     )
 
 
-def random_encoder(model_size, vocab_file=None, do_lower_case=None, max_position=512, dropout=0.1, seed=None):
-    """A randomly initialised encoder, by default on BERT's uncased vocabulary."""
+def random_encoder(model_size, vocab_file=None, do_lower_case=None, max_position=512, dropout=0.1, seed=None,
+                   causal=False):
+    """A randomly initialised encoder, by default on BERT's uncased vocabulary (`causal`:
+    left-to-right attention, see BertEncoder)."""
     vocab_file = vocab_file or BUNDLED_VOCAB
     tokens = _read_vocab(vocab_file)
     if do_lower_case is None:
         do_lower_case = _vocab_is_uncased(tokens)
-    backbone = random_backbone(model_size, len(tokens), max_position, dropout, seed)
+    backbone = random_backbone(model_size, len(tokens), max_position, dropout, seed, causal=causal)
     return LoadedEncoder(backbone, vocab_file, bool(do_lower_case), "random")
 
 

@@ -1,0 +1,237 @@
+"""Pre-training an encoder on the shards of `kerasbert.pretraining.data`.
+
+The step is kerasbert's fine-tuning step (`kerasbert.training.loop.Trainer`: strategy.run,
+global-norm clipping after the cross-replica sum, AdamW with warmup and linear decay from
+`optimization.create_optimizer`) with the objective's loss, so the same command runs on
+one CPU, mirrored GPUs or in mixed precision. The output folder holds:
+
+  encoder/                 the encoder, loadable with --init_checkpoint=<output_dir>
+  pretraining.weights.h5   encoder + LM/NSP heads (to look at or continue from)
+  history.csv              step, training loss (every --log_every steps)
+  metrics.json             held-out MLM accuracy/perplexity and NSP accuracy (bert), MLM
+                           (no_nsp) or LM accuracy/perplexity (ltr); plus timing
+  pretrain_config.json     the settings of the run
+"""
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+
+from kerasbert.errors import InputError
+from kerasbert.io_utils import atomic_write_json, write_history
+from kerasbert.pretraining import data as data_lib
+from kerasbert.pretraining import objectives
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    input_file: str  # comma-separated globs of training shards
+    output_dir: str
+    objective: str = "bert"
+    eval_input_file: str | None = None  # default: heldout.tfrecord beside the input
+    init_checkpoint: str | None = None  # None/"random": random at model_size
+    model_size: str = "tiny"
+    vocab_file: str | None = None  # default: the data's
+    do_lower_case: bool | None = None
+    train_batch_size: int = 32
+    eval_batch_size: int = 64
+    num_train_steps: int = 1000
+    num_warmup_steps: int = 100
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.01
+    max_eval_steps: int = 100
+    dropout: float = 0.1
+    max_position: int = 512
+    seed: int = 42
+    log_every: int = 10
+    distribution_strategy: str = "one_device"
+    mixed_precision: str | None = None  # None | "bfloat16"
+    jit_compile: bool = False
+
+    def check(self):
+        objectives.check_objective(self.objective)
+        for name in ("train_batch_size", "eval_batch_size", "num_train_steps", "log_every"):
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name}: must be at least 1, got {getattr(self, name)}")
+        if self.num_warmup_steps < 0 or self.max_eval_steps < 0:
+            raise InputError("--num_warmup_steps and --max_eval_steps must be >= 0")
+        if self.learning_rate <= 0:
+            raise InputError(f"--learning_rate: must be positive, got {self.learning_rate}")
+        # float16 would need loss scaling, which the shared clip-then-apply step lacks.
+        if self.mixed_precision not in (None, "bfloat16"):
+            raise InputError(f"--mixed_precision={self.mixed_precision}: only bfloat16 is "
+                             "supported")
+        if not self.output_dir:
+            raise InputError("--output_dir: required")
+
+
+def _data_config(files):
+    folder = os.path.dirname(files[0])
+    return folder, data_lib.read_data_config(folder)
+
+
+def _make_encoder(config, data_config, vocab_file, do_lower_case):
+    from kerasbert.model import checkpoints
+
+    causal = config.objective == "ltr"
+    if config.init_checkpoint in (None, "", "random"):
+        loaded = checkpoints.random_encoder(
+            config.model_size, vocab_file=vocab_file, do_lower_case=do_lower_case,
+            max_position=config.max_position, dropout=config.dropout, seed=config.seed,
+            causal=causal)
+    else:
+        loaded = checkpoints.load_encoder(config.init_checkpoint, dropout=config.dropout)
+        if bool(getattr(loaded.backbone, "causal", False)) != causal:
+            raise InputError(f"--init_checkpoint={config.init_checkpoint}: a "
+                             f"{'causal' if not causal else 'bidirectional'} encoder cannot "
+                             f"be pre-trained with --objective={config.objective}")
+    backbone = loaded.backbone
+    from kerasbert.data.tokenization import read_vocab
+
+    if backbone.vocabulary_size < len(read_vocab(vocab_file)):
+        raise InputError(f"--vocab_file={vocab_file}: larger than the encoder's vocabulary "
+                         f"({backbone.vocabulary_size})")
+    if data_config["max_seq_length"] > backbone.max_sequence_length:
+        raise InputError(f"--input_file: sequences of {data_config['max_seq_length']} tokens "
+                         f"but the encoder has {backbone.max_sequence_length} positions")
+    return backbone
+
+
+def _trim(features):
+    """Drops the all-padding columns of a batch (the records are padded to max_seq_length)."""
+    import tensorflow as tf
+
+    length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], -1)), 2)
+    out = dict(features)
+    for k in ("input_ids", "input_mask", "segment_ids"):
+        out[k] = features[k][:, :length]
+    return out, tf.zeros([tf.shape(features["input_ids"])[0]], tf.int32)
+
+
+def make_trainer_class():
+    from kerasbert.training.loop import Trainer
+
+    class PretrainingTrainer(Trainer):
+        """kerasbert's Trainer with the pre-training objective as its loss."""
+
+        def _replica_step(self, inputs, labels):
+            import tensorflow as tf
+
+            variables = self.model.trainable_variables
+            with tf.GradientTape() as tape:
+                outputs = self.model(inputs, training=True)
+                stats = objectives.statistics(self.model.objective, inputs, outputs)
+                # Replica gradients are summed by the optimizer: divide so they average.
+                loss = objectives.training_loss(stats) / self.strategy.num_replicas_in_sync
+            grads = tape.gradient(loss, variables)
+            pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+            grads = self._clip([g for g, _ in pairs])
+            self.optimizer.apply(grads, [v for _, v in pairs])
+            return loss, tf.constant(0.0), tf.constant(1.0)
+
+        def evaluate(self, dataset, max_steps):
+            import tensorflow as tf
+
+            @tf.function(reduce_retracing=True)
+            def step(inputs):
+                def replica(inputs):
+                    outputs = self.model(inputs, training=False)
+                    return objectives.statistics(self.model.objective, inputs, outputs)
+
+                per_replica = self.strategy.run(replica, args=(inputs,))
+                return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                        for k, v in per_replica.items()}
+
+            totals, steps = {}, 0
+            for inputs, _ in self.strategy.experimental_distribute_dataset(dataset):
+                if max_steps and steps >= max_steps:
+                    break
+                for k, v in step(inputs).items():
+                    totals[k] = totals.get(k, 0.0) + float(v)
+                steps += 1
+            return objectives.summarize(self.model.objective, totals), steps
+
+    return PretrainingTrainer
+
+
+def run_pretraining(config, show_progress=None):
+    """Pre-trains and writes the output folder; returns the held-out metrics (a dict)."""
+    import keras
+    import tensorflow as tf
+
+    from kerasbert import distribute
+    from kerasbert.model import checkpoints
+    from kerasbert.training.loop import Timer
+    from kerasbert.training.optimization import create_optimizer
+
+    config.check()
+    files = data_lib.expand_files(config.input_file)
+    data_dir, data_config = _data_config(files)
+    if config.eval_input_file:
+        eval_files = data_lib.expand_files(config.eval_input_file, "eval_input_file")
+    else:
+        heldout = os.path.join(data_dir, data_lib.HELDOUT_FILE)
+        eval_files = [heldout] if os.path.isfile(heldout) and data_config.get(
+            "heldout_instances", 1) else []
+    vocab_file = config.vocab_file or data_config["vocab_file"]
+    do_lower_case = (data_config["do_lower_case"] if config.do_lower_case is None
+                     else config.do_lower_case)
+    if config.mixed_precision:
+        keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
+    try:
+        keras.utils.set_random_seed(config.seed)
+        strategy = distribute.make_strategy(config.distribution_strategy)
+        with strategy.scope():
+            backbone = _make_encoder(config, data_config, vocab_file, do_lower_case)
+            model = objectives.PretrainingModel(backbone, config.objective)
+        seq, preds = data_config["max_seq_length"], data_config["max_predictions_per_seq"]
+        train_ds = data_lib.make_dataset(files, seq, preds, config.train_batch_size, True,
+                                         config.seed).map(_trim)
+        with strategy.scope():
+            model(next(iter(train_ds))[0])  # creates every weight
+            optimizer = create_optimizer(model.trainable_variables, config.learning_rate,
+                                         config.num_train_steps, config.num_warmup_steps,
+                                         config.weight_decay)
+        trainer = make_trainer_class()(model, "pretraining", strategy, optimizer)
+        if config.jit_compile:
+            trainer._train_step = tf.function(trainer._distributed_step, jit_compile=True,
+                                              reduce_retracing=True)
+        os.makedirs(config.output_dir, exist_ok=True)
+        atomic_write_json(os.path.join(config.output_dir, "pretrain_config.json"),
+                          dataclasses.asdict(config))
+        history = []
+
+        def on_step(step, loss):
+            if step % config.log_every == 0 or step == config.num_train_steps:
+                history.append({"step": step, "loss": loss})
+
+        timer = Timer()
+        mean_loss, _ = trainer.train_epoch(train_ds, config.num_train_steps, on_step=on_step,
+                                           show_progress=show_progress)
+        train_seconds = timer.seconds()
+        metrics = {"objective": config.objective, "train_steps": config.num_train_steps,
+                   "train_loss_mean": mean_loss,
+                   "train_loss_last": history[-1]["loss"] if history else mean_loss,
+                   "train_seconds": train_seconds}
+        if eval_files and config.max_eval_steps:
+            eval_ds = data_lib.make_dataset(eval_files, seq, preds, config.eval_batch_size,
+                                            False).map(_trim)
+            heldout_metrics, steps = trainer.evaluate(eval_ds, config.max_eval_steps)
+            metrics.update({f"heldout_{k}": v for k, v in heldout_metrics.items()},
+                           heldout_batches=steps)
+        checkpoints.save_encoder(backbone, vocab_file, do_lower_case, config.output_dir)
+        from kerasbert.training.checkpointing import save_weights_atomically
+
+        save_weights_atomically(model, os.path.join(config.output_dir, "pretraining.weights.h5"))
+        write_history(os.path.join(config.output_dir, "history.csv"), history)
+        atomic_write_json(os.path.join(config.output_dir, "metrics.json"), metrics)
+    finally:
+        if config.mixed_precision:
+            keras.mixed_precision.set_global_policy("float32")
+    if not np.isfinite(metrics["train_loss_last"]):
+        log.warning("the final training loss is %s", metrics["train_loss_last"])
+    return metrics

@@ -1,0 +1,42 @@
+"""tools/pretraining_ablation.py end to end on a tiny corpus and model."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.large
+def test_ablation_writes_table_5_layout(tmp_path):
+    rng = random.Random(0)
+    words = ["the", "cat", "dog", "sat", "ran", "on", "mat", "log", "a", "red", "film", "good"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(
+        "".join(" ".join(rng.choice(words) for _ in range(6)) + " .\n" for _ in range(5)) + "\n"
+        for _ in range(10)))
+    work = tmp_path / "ablation"
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "pretraining_ablation.py"),
+           f"--work_dir={work}", f"--corpus={corpus}", "--vocab_size=60", "--max_seq_length=32",
+           "--max_predictions_per_seq=5", "--dupe_factor=1", "--model_size=2/32/2",
+           "--num_train_steps=2", "--num_warmup_steps=1", "--train_batch_size=4",
+           "--tasks=sst2", "--max_train_examples=8", "--max_eval_examples=8",
+           "--finetune_epochs=1", "--finetune_batch_size=8", "--finetune_max_seq_length=32"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = (work / "table.md").read_text()
+    assert table in done.stdout
+    rows = [line.split("|")[1].strip() for line in table.strip().splitlines()[2:]]
+    assert rows == ["BERT (MLM + NSP)", "No NSP", "LTR & No NSP", "+ BiLSTM",
+                    "No pre-training (random init)"]
+    results = json.loads((work / "results.json").read_text())["rows"]
+    assert [r["head"] for r in results] == [None, None, "last_token", "top_bilstm", None]
+    for row in results:
+        assert 0.0 <= row["tasks"]["sst2"]["value"] <= 1.0
+    # The two LTR rows fine-tune the same causal encoder.
+    config = json.loads((work / "pretrained_ltr" / "encoder" / "encoder_config.json").read_text())
+    assert config["causal"] is True

@@ -1,0 +1,197 @@
+"""BERT's Table 5 (effect of the pre-training tasks) at a size a CPU can run.
+
+    python tools/pretraining_ablation.py --work_dir=runs/ablation \
+        --glue_dir=../shared/data/glue --tasks=sst2,mrpc --max_train_examples=2000
+
+1. corpus: --corpus (one sentence per line, blank line between documents), by default
+   generated from the Python documentation bundled with CPython
+   (tools/make_pretraining_corpus.py; PSF licence);
+2. one WordPiece vocabulary learned from it, and two data sets with the same settings:
+   NSP pairs (50% random B) for `bert`, contiguous text for `no_nsp` and `ltr`;
+3. pre-trains `bert`, `no_nsp` and `ltr` encoders with the same size, steps, batch and
+   learning rate (`kerasbert.pretraining.train`);
+4. fine-tunes each on every task with the same recipe (`kerasbert.main.execute`):
+   BERT and No NSP with BERT's [CLS] classifier, LTR & No NSP with the last-token
+   classifier (a causal encoder's [CLS] sees nothing else), and LTR & No NSP + BiLSTM
+   with the `top_bilstm` head on the same LTR encoder; plus a row with no pre-training
+   (a random encoder of the same size) as the floor;
+5. writes table.md (rows = variants, columns = tasks + held-out LM metrics) and
+   results.json into --work_dir.
+
+Every model size, step count and data size is a flag, so the same command runs a
+real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GLUE_FOLDERS = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA",
+                "qnli": "QNLI", "mnli": "MNLI", "qqp": "QQP"}
+# (row label, pre-training objective or None, fine-tuning head or None for the task's own)
+VARIANTS = [("BERT (MLM + NSP)", "bert", None),
+            ("No NSP", "no_nsp", None),
+            ("LTR & No NSP", "ltr", "last_token"),
+            ("+ BiLSTM", "ltr", "top_bilstm"),
+            ("No pre-training (random init)", None, None)]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--work_dir", required=True)
+    p.add_argument("--corpus", default=None, help="Default: generated from the Python docs.")
+    p.add_argument("--vocab_size", type=int, default=4000)
+    p.add_argument("--max_seq_length", type=int, default=128)
+    p.add_argument("--max_predictions_per_seq", type=int, default=20)
+    p.add_argument("--dupe_factor", type=int, default=5)
+    p.add_argument("--model_size", default="2/128/2")
+    p.add_argument("--num_train_steps", type=int, default=400)
+    p.add_argument("--num_warmup_steps", type=int, default=40)
+    p.add_argument("--train_batch_size", type=int, default=32)
+    p.add_argument("--learning_rate", type=float, default=1e-3)
+    p.add_argument("--mixed_precision", default=None)
+    p.add_argument("--distribution_strategy", default="one_device")
+    p.add_argument("--tasks", default="sst2,mrpc")
+    p.add_argument("--glue_dir", default=None, help="Folder with SST-2/, MRPC/, ...; "
+                   "default: the bundled samples.")
+    p.add_argument("--max_train_examples", type=int, default=None)
+    p.add_argument("--max_eval_examples", type=int, default=None)
+    p.add_argument("--finetune_learning_rate", type=float, default=1e-4)
+    p.add_argument("--finetune_epochs", type=float, default=3.0)
+    p.add_argument("--finetune_batch_size", type=int, default=32)
+    p.add_argument("--finetune_max_seq_length", type=int, default=128)
+    p.add_argument("--seed", type=int, default=1)
+    return p.parse_args()
+
+
+def make_data(args, timings):
+    from kerasbert.data.tokenization import WordPieceTokenizer
+    from kerasbert.pretraining import data
+
+    corpus = args.corpus
+    if corpus is None:
+        corpus = os.path.join(args.work_dir, "corpus.txt")
+        if not os.path.exists(corpus):
+            subprocess.run([sys.executable, os.path.join(HERE, "make_pretraining_corpus.py"),
+                            f"--output={corpus}"], check=True)
+    vocab = os.path.join(args.work_dir, "vocab.txt")
+    start = time.perf_counter()
+    if not os.path.exists(vocab):
+        data.learn_vocab([corpus], args.vocab_size, True, vocab)
+    tokenizer = WordPieceTokenizer(vocab, do_lower_case=True)
+    files = {}
+    for name, nsp in (("nsp", 0.5), ("contiguous", 0.0)):
+        folder = os.path.join(args.work_dir, f"data_{name}")
+        if not os.path.exists(os.path.join(folder, data.DATA_CONFIG)):
+            options = data.DataOptions(
+                max_seq_length=args.max_seq_length,
+                max_predictions_per_seq=args.max_predictions_per_seq,
+                dupe_factor=args.dupe_factor, next_sentence_prob=nsp, seed=args.seed)
+            data.create_pretraining_data([corpus], folder, tokenizer, options)
+        files[name] = os.path.join(folder, "train-*")
+    timings["data_seconds"] = round(time.perf_counter() - start, 1)
+    return files
+
+
+def pretrain(args, files, objective):
+    from kerasbert.pretraining.train import PretrainConfig, run_pretraining
+
+    out = os.path.join(args.work_dir, f"pretrained_{objective}")
+    if os.path.exists(os.path.join(out, "metrics.json")):
+        with open(os.path.join(out, "metrics.json")) as f:
+            return json.load(f), out
+    config = PretrainConfig(
+        input_file=files["nsp" if objective == "bert" else "contiguous"], output_dir=out,
+        objective=objective, model_size=args.model_size, train_batch_size=args.train_batch_size,
+        num_train_steps=args.num_train_steps, num_warmup_steps=args.num_warmup_steps,
+        learning_rate=args.learning_rate, seed=args.seed, max_eval_steps=50,
+        max_position=max(args.max_seq_length, args.finetune_max_seq_length),
+        mixed_precision=args.mixed_precision, distribution_strategy=args.distribution_strategy)
+    return run_pretraining(config, show_progress=False), out
+
+
+def finetune(args, task, encoder, head, out):
+    from kerasbert.config import RunConfig
+    from kerasbert.main import execute
+
+    if os.path.exists(os.path.join(out, "metrics.json")):
+        with open(os.path.join(out, "metrics.json")) as f:
+            return json.load(f)
+    values = {
+        "task": task, "output_dir": out, "overwrite_output_dir": True,
+        "init_checkpoint": encoder or "random", "model_size": args.model_size,
+        "vocab_file": os.path.join(args.work_dir, "vocab.txt") if encoder is None else None,
+        "do_lower_case": True if encoder is None else None,
+        "data_dir": os.path.join(args.glue_dir, GLUE_FOLDERS[task]) if args.glue_dir else None,
+        "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
+        "max_seq_length": args.finetune_max_seq_length, "train_batch_size": args.finetune_batch_size,
+        "learning_rate": args.finetune_learning_rate, "num_train_epochs": args.finetune_epochs,
+        "seed": args.seed, "distribution_strategy": args.distribution_strategy}
+    if head:
+        values["head"] = head
+    return execute(RunConfig(**values))
+
+
+def main_metric(metrics):
+    for key in ("accuracy", "pearson", "matthews_corr", "f1"):
+        if key in metrics:
+            return key, metrics[key]
+    key = min(metrics)
+    return key, metrics[key]
+
+
+def table(results, tasks):
+    metric_names = {t: results[0]["tasks"][t]["metric"] for t in tasks}
+    head = ["Pre-training tasks"] + [f"{t.upper()} ({metric_names[t]})" for t in tasks] + [
+        "held-out MLM acc.", "held-out LM ppl.", "held-out NSP acc."]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in results:
+        p = row["pretraining"] or {}
+        mlm = p.get("heldout_mlm_accuracy")
+        ppl = p.get("heldout_mlm_perplexity", p.get("heldout_lm_perplexity"))
+        nsp = p.get("heldout_nsp_accuracy")
+        cells = [row["variant"]] + [f"{100 * row['tasks'][t]['value']:.1f}" for t in tasks] + [
+            "–" if mlm is None else f"{100 * mlm:.1f}",
+            "–" if ppl is None else (f"{ppl:.1f} ({'LTR' if 'heldout_lm_perplexity' in p else 'MLM'})"),
+            "–" if nsp is None else f"{100 * nsp:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    args = parse_args()
+    os.makedirs(args.work_dir, exist_ok=True)
+    tasks = [t for t in args.tasks.split(",") if t]
+    timings = {}
+    files = make_data(args, timings)
+    pretrained = {}
+    for objective in ("bert", "no_nsp", "ltr"):
+        pretrained[objective] = pretrain(args, files, objective)
+        print(f"ablation: pre-trained {objective}: {pretrained[objective][0]}", flush=True)
+    results = []
+    for label, objective, head in VARIANTS:
+        metrics, encoder = pretrained[objective] if objective else (None, None)
+        row = {"variant": label, "objective": objective, "head": head,
+               "pretraining": metrics, "tasks": {}}
+        for task in tasks:
+            name = f"{objective or 'random'}-{head or 'default'}-{task}"
+            got = finetune(args, task, encoder, head, os.path.join(args.work_dir, "finetune", name))
+            key, value = main_metric(got)
+            row["tasks"][task] = {"metric": key, "value": value, "all": got}
+            print(f"ablation: {label} {task}: {key}={value:.4f}", flush=True)
+        results.append(row)
+    markdown = table(results, tasks)
+    from kerasbert.io_utils import atomic_write_json, atomic_write_text
+
+    atomic_write_text(os.path.join(args.work_dir, "table.md"), markdown)
+    atomic_write_json(os.path.join(args.work_dir, "results.json"),
+                      {"args": vars(args), "timings": timings, "rows": results})
+    sys.stdout.write(markdown)
+
+
+if __name__ == "__main__":
+    main()
