@@ -51,6 +51,7 @@ class RunConfig:
     dropout: float | None = None
     seed: int = 42
     distribution_strategy: str = "one_device"
+    save_trajectory_every: int = 0
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -89,6 +90,8 @@ class RunConfig:
         need(self.frozen_patience is None or self.frozen_patience > 0, "frozen_patience",
              "must be a positive integer")
         need(0 <= self.warmup_proportion <= 1, "warmup_proportion", "must be within [0, 1]")
+        need(self.save_trajectory_every >= 0, "save_trajectory_every",
+             "must not be negative (0 = off)")
         need(self.weight_decay >= 0, "weight_decay", "must not be negative")
         need(self.dropout is None or 0 <= self.dropout < 1, "dropout", "must be within [0, 1)")
         need(self.export_dir is None or self.do_train, "export_dir",

@@ -91,4 +91,7 @@ flags.DEFINE_integer("seed", 42, "Random seed for the head's initialisation, dro
                      "data shuffling.")
 flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored"],
                   "The tf.distribute strategy: one_device (default) or mirrored (all local GPUs).")
+flags.DEFINE_integer("save_trajectory_every", 0, "Save the weights every N training steps, "
+                     "plus before the first and after the last, under <output_dir>/trajectory/ "
+                     "for `python -m kerasbert.landscape` (0 = off).")
 flags.DEFINE_boolean("verbose", False, "Print full tracebacks for input errors.")

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from kerasbert.data import pipeline
 from kerasbert.io_utils import read_history, write_history
+from kerasbert.landscape.trajectory import recorder_for
 from kerasbert.training import checkpointing, optimization
 from kerasbert.training.loop import Timer, Trainer, count_steps
 
@@ -65,6 +66,7 @@ class PhaseRunner:
         self.best_head_path = os.path.join(config.output_dir, "checkpoints", "best_head.npz")
         self.writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "tensorboard"))
         self.timer = Timer()
+        self.trajectory = recorder_for(config, model)  # --save_trajectory_every (else None)
 
     def run(self):
         """Trains every phase; returns ({phase: dev metrics at its end}, last dev metrics)."""
@@ -74,11 +76,15 @@ class PhaseRunner:
                      f"{start_epoch}, from {self.state.directory}")
         history = read_history(self.history_path) if (start_phase or start_epoch) else []
         per_phase, metrics = {}, {}
+        if self.trajectory is not None:
+            self.trajectory.start()  # θ0, before the first step
         for index in range(start_phase, len(self.phases)):
             phase = self.phases[index]
             first_epoch = start_epoch if index == start_phase else 0
             metrics = self._run_phase(index, phase, first_epoch, history)
             per_phase[phase.name] = metrics
+        if self.trajectory is not None:
+            self.trajectory.finish()  # θ1
         return per_phase, metrics
 
     def _run_phase(self, index, phase, first_epoch, history):
@@ -94,6 +100,8 @@ class PhaseRunner:
             with self.writer.as_default(step=step_offset + step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", trainer.learning_rate())
+            if self.trajectory is not None:
+                self.trajectory.on_step(step_offset + step)
 
         for epoch in range(first_epoch, math.ceil(phase.num_epochs)):
             steps = min(per_epoch, total - epoch * per_epoch)
