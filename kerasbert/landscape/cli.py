@@ -177,8 +177,11 @@ def analyse(run, modes, ranges, log=_log):
         for a, b in (("train_loss", "dev_error"), ("train_loss", "dev_loss")):
             if a in surfaces and b in surfaces:
                 x, y = surfaces[a].ravel(), surfaces[b].ravel()
-                agreement[f"pearson_{a}_vs_{b}"] = float(stats.pearsonr(x, y)[0])
-                agreement[f"spearman_{a}_vs_{b}"] = float(stats.spearmanr(x, y)[0])
+                constant = np.ptp(x) == 0 or np.ptp(y) == 0  # no correlation is defined
+                agreement[f"pearson_{a}_vs_{b}"] = (
+                    np.nan if constant else float(stats.pearsonr(x, y)[0]))
+                agreement[f"spearman_{a}_vs_{b}"] = (
+                    np.nan if constant else float(stats.spearmanr(x, y)[0]))
         result["2d"] = {"alphas": alphas, "betas": betas, **surfaces, "trajectory": path_xy,
                         "axis_labels": axis_labels, "explained_variance": explained,
                         "agreement": agreement, "seconds": seconds,

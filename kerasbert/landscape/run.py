@@ -50,7 +50,7 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
     from kerasbert import main as main_lib
     from kerasbert import plugins
     from kerasbert.export.saved_model import MODEL_WEIGHTS, RUN_CONFIG, read_run_config
-    from kerasbert.landscape.trajectory import Trajectory, weight_names
+    from kerasbert.landscape.trajectory import Trajectory
 
     if not os.path.isdir(run_dir):
         raise InputError(f"{at(run_dir)}--run_dir: no such folder")
@@ -85,7 +85,7 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
         model.load_weights(weights)
     except Exception as e:  # noqa: BLE001 (h5py / keras raise many types for a bad file)
         raise InputError(f"{at(weights)}cannot load the task model's weights: {e}") from None
-    trajectory.check_names(weight_names(model))
+    trajectory.check_model(model)
     samples = {}
     for name, split, size in (("train", "train", train_sample),
                               ("dev", task.dev_splits[0], dev_sample)):

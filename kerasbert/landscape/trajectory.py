@@ -69,7 +69,7 @@ class TrajectoryRecorder:
         shapes = [list(w.shape) for w in model_weights(model)]
         path = os.path.join(self.directory, MANIFEST)
         self.manifest = read_json_object(path) if os.path.exists(path) else {}
-        if self.manifest.get("names") != names:  # a fresh run (or another model): start over
+        if self.manifest.get("shapes") != shapes:  # a fresh run (or another model): start over
             self.manifest = {"names": names, "shapes": shapes, "every": every,
                              "checkpoints": [], "final_step": None}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
@@ -148,8 +148,11 @@ class Trajectory:
         if not self.steps or self.steps[0] != 0:
             raise InputError(f"{at(path)}no step-0 checkpoint (θ0)")
 
-    def check_names(self, names):
-        if list(names) != self.names:
+    def check_model(self, model):
+        """The checkpoints must hold the model's weights, by count and shape (names are not
+        compared: Keras numbers the head's path per process, e.g. task_model_1/...)."""
+        shapes = [tuple(w.shape) for w in model_weights(model)]
+        if shapes != self.shapes:
             raise InputError(f"{at(os.path.join(self.directory, MANIFEST))}its weights do not "
                              "match the run's model")
 
