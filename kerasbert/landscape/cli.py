@@ -1,12 +1,14 @@
 """`python -m kerasbert.landscape --run_dir=<run> [--compare_run_dir=<run>]`: the loss
 landscape, trajectory and layer analysis of finished runs, as PNGs with CSV/NPZ beside.
 
-    --mode=1d,2d,layers,rollback (default: all)
+    --mode=1d,2d,trajectory,layers,rollback (default: all)
     1d        θ(α) = θ0 + α(θ1 − θ0): 1d.csv, 1d.png
     2d        θ1 + α·d1 + β·d2 on a grid × grid lattice, trajectory projected:
               2d_<run>.npz, 2d.csv, 2d.png, agreement.csv (train/dev surface correlation)
               --direction=random: d1 = δ1 = θ1 − θ0, d2 random ⟂ δ1 (see directions.py)
               --direction=pca: the trajectory's top two principal directions, ‖d‖ = ‖δ1‖
+    trajectory  loss and error at every saved checkpoint (convergence by step):
+              trajectory.csv, trajectory.png
     layers    ‖θ1ˡ − θ0ˡ‖ / ‖θ0ˡ‖ per layer: layers.csv, layers.png
     rollback  dev metrics with layers reset to θ0: rollback.csv, rollback.png
 
@@ -24,9 +26,9 @@ import time
 from absl import flags
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_json, atomic_write_text
+from kerasbert.io_utils import atomic_write_json, atomic_write_text, read_json_object
 
-MODES = ("1d", "2d", "layers", "rollback")
+MODES = ("1d", "2d", "trajectory", "layers", "rollback")
 FLAGS = flags.FlagValues()  # its own: the training flags (--data_dir, --seed …) stay apart
 
 flags.DEFINE_string("run_dir", None, "The finished run to analyse (trained with "
@@ -38,7 +40,8 @@ flags.DEFINE_string("output_dir", None, "Where the PNG/CSV/NPZ files go. Default
                     "<run_dir>/landscape.", flag_values=FLAGS)
 flags.DEFINE_string("data_dir", None, "The task's data folder. Default: the run's own "
                     "--data_dir (else the bundled sample).", flag_values=FLAGS)
-flags.DEFINE_list("mode", list(MODES), "What to compute: any of 1d, 2d, layers, rollback.",
+flags.DEFINE_list("mode", list(MODES), "What to compute: any of 1d, 2d, trajectory, layers, "
+                  "rollback.",
                   flag_values=FLAGS)
 flags.DEFINE_integer("train_sample", 256, "Training examples the losses are measured on "
                      "(a fixed random subset of the run's training data; 0 = all).",
@@ -188,6 +191,13 @@ def analyse(run, modes, ranges, log=_log):
                         "points_per_second": alphas.size * betas.size / seconds}
         log(f"kerasbert: {run.label}: 2D {FLAGS.grid}×{FLAGS.grid} done in {seconds:.0f} s "
             f"({alphas.size * betas.size / seconds:.2f} points/s)")
+    if "trajectory" in modes:
+        result["trajectory"] = []
+        for step in run.trajectory.steps:
+            evaluator.set_weights(run.trajectory.load(step))
+            result["trajectory"].append({"step": step, **evaluator.evaluate()})
+        evaluator.set_weights(theta1)
+        log(f"kerasbert: {run.label}: trajectory done ({len(run.trajectory.steps)} checkpoints)")
     if "layers" in modes or "rollback" in modes:
         groups = layers.weight_groups(run.model)
         if "layers" in modes:
@@ -232,6 +242,11 @@ def write_results(results, output_dir):
         write_csv(out("2d.csv"), rows)
         write_csv(out("agreement.csv"), agreement)
         plots.plot_2d({r["label"]: r["2d"] for r in results}, out("2d.png"))
+    if all("trajectory" in r for r in results):
+        write_csv(out("trajectory.csv"), [{"run": r["label"], **row} for r in results
+                                          for row in r["trajectory"]])
+        plots.plot_trajectory({r["label"]: r["trajectory"] for r in results},
+                              out("trajectory.png"))
     if all("layers" in r for r in results):
         write_csv(out("layers.csv"), [{"run": r["label"], **row} for r in results
                                       for row in r["layers"]])
@@ -244,12 +259,17 @@ def write_results(results, output_dir):
             k for k in first if k.startswith("dev_") and k != "dev_loss")
         plots.plot_rollback({r["label"]: r["rollback"] for r in results}, out("rollback.png"),
                             metric)
-    summary = {r["label"]: {"steps": r["steps"],
-                            **({"agreement": r["2d"]["agreement"],
-                                "points_per_second": r["2d"]["points_per_second"],
-                                "explained_variance": r["2d"]["explained_variance"]}
-                               if "2d" in r else {})} for r in results}
-    atomic_write_json(out("summary.json"), summary)
+    # summary.json accumulates over invocations (e.g. 1D on a large sample, 2D on a small one)
+    path = out("summary.json")
+    summary = read_json_object(path) if os.path.exists(path) else {}
+    for r in results:
+        entry = summary.setdefault(r["label"], {})
+        entry["steps"] = r["steps"]
+        if "2d" in r:
+            entry.update(agreement=r["2d"]["agreement"], direction=FLAGS.direction,
+                         points_per_second=r["2d"]["points_per_second"],
+                         explained_variance=r["2d"]["explained_variance"])
+    atomic_write_json(path, summary)
     return written
 
 

@@ -46,6 +46,22 @@ def plot_1d(curves, path):
     _save(fig, path)
 
 
+def plot_trajectory(curves, path):
+    """`curves`: {run label: rows with step, train_loss, dev_error}: convergence by step."""
+    keys = [k for k in ("train_loss", "dev_error")
+            if all(k in r for rows in curves.values() for r in rows)]
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.0), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for label, rows in curves.items():
+            ax.plot([r["step"] for r in rows], [r[key] for r in rows], "-o", markersize=3,
+                    label=label)
+        ax.set_xlabel("training step")
+        ax.set_title(key.replace("_", " ") + " at the saved checkpoints")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    _save(fig, path)
+
+
 def _levels(arrays, count=14):
     values = np.concatenate([a[np.isfinite(a)].ravel() for a in arrays])
     low, high = float(values.min()), float(np.percentile(values, 90))
@@ -69,7 +85,7 @@ def plot_2d(surfaces, path, keys=("train_loss", "dev_error")):
                                  cmap="viridis", extend="max")
             ax.contour(s["alphas"], s["betas"], s[key], levels=levels, colors="white",
                        linewidths=0.4)
-            fig.colorbar(filled, ax=ax, shrink=0.85)
+            fig.colorbar(filled, ax=ax, shrink=0.85, format="%.3g")
             path_xy = np.asarray(s.get("trajectory", np.zeros([0, 2])))
             if len(path_xy):
                 ax.plot(path_xy[:, 0], path_xy[:, 1], "-o", color="red", markersize=2.5,

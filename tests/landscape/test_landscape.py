@@ -1,6 +1,7 @@
 """Loss landscapes (Hao et al.): trajectory capture, directions, surfaces, layers, CLI —
 on a tiny random model and the bundled SST-2 sample."""
 
+import csv
 import json
 import os
 import shutil
@@ -176,22 +177,35 @@ def test_layer_change_is_zero_for_a_frozen_encoder_and_hand_computed_otherwise(r
     assert row["relative_change"] == pytest.approx(np.sqrt(4 * 0.25) / np.sqrt(7))
 
 
+def _rows(path, run):
+    with open(path) as f:
+        return [r for r in csv.DictReader(f) if r["run"] == run]
+
+
 def test_cli_writes_pngs_and_csvs_for_two_runs(runs, tmp_path, capsys):
     finetuned, frozen = runs
     out = tmp_path / "landscape"
     code = cli.main(["landscape", f"--run_dir={finetuned}", f"--compare_run_dir={frozen}",
-                     f"--output_dir={out}", "--grid=3", "--points_1d=3", "--train_sample=16",
+                     f"--output_dir={out}", "--grid=3", "--points_1d=3", "--range_1d=0,1",
+                     "--train_sample=16",
                      "--dev_sample=16", "--direction=pca"])
     assert code == 0, capsys.readouterr().err
     names = set(os.listdir(out))
-    for png in ("1d.png", "2d.png", "layers.png", "rollback.png"):
+    for png in ("1d.png", "2d.png", "trajectory.png", "layers.png", "rollback.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert {"1d.csv", "2d.csv", "agreement.csv", "layers.csv", "rollback.csv",
+    assert {"1d.csv", "2d.csv", "agreement.csv", "trajectory.csv", "layers.csv", "rollback.csv",
             "summary.json", "2d_random_init.npz"} <= names
     assert not [n for n in names if n.startswith(".")]
     lines = (out / "1d.csv").read_text().splitlines()
     assert len(lines) == 1 + 2 * 3 and lines[0].startswith("run,alpha,train_loss")
     assert len((out / "2d.csv").read_text().splitlines()) == 1 + 2 * 9
+    steps = [line.split(",")[:2] for line in (out / "trajectory.csv").read_text().splitlines()]
+    assert [s for run, s in steps[1:] if run == "random init"] == ["0", "2", "4"]
+    # The same samples: the checkpoints at steps 0 and 4 are the 1D curve's α = 0 and α = 1.
+    curve, path = (_rows(out / name, "random init") for name in ("1d.csv", "trajectory.csv"))
+    assert [float(r["alpha"]) for r in curve] == [0.0, 0.5, 1.0]
+    assert float(path[0]["train_loss"]) == pytest.approx(float(curve[0]["train_loss"]), abs=1e-5)
+    assert float(path[-1]["dev_loss"]) == pytest.approx(float(curve[2]["dev_loss"]), abs=1e-5)
     saved = np.load(out / "2d_random_init.npz")
     assert saved["train_loss"].shape == (3, 3) and saved["trajectory"].shape == (3, 2)
     # θ1 is the origin of the plane: the trajectory ends at (0, 0).
