@@ -238,3 +238,36 @@ def test_cli_rejects_bad_input_with_one_line(runs, tmp_path, capsys):
                             check=False)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("kerasbert: error: ")
+
+
+def test_recorder_keeps_theta0_on_resume_and_lists_only_complete_files(tmp_path):
+    import keras
+
+    from kerasbert.landscape.trajectory import TrajectoryRecorder
+
+    model = keras.Sequential([keras.Input([3]), keras.layers.Dense(2)])
+    start = snapshot(model)
+    recorder = TrajectoryRecorder(model, str(tmp_path), every=2)
+    recorder.start()
+    for step in (1, 2, 3):
+        assign(model, [w + 1.0 for w in snapshot(model)])
+        recorder.on_step(step)
+    # A killed run: no finish(). The resumed run must keep θ0 and the step-2 checkpoint.
+    recorder._wait()
+    assign(model, [w + 10.0 for w in snapshot(model)])
+    resumed = TrajectoryRecorder(model, str(tmp_path), every=2)
+    resumed.start()
+    resumed.on_step(4)
+    resumed.on_step(5)
+    resumed.finish()
+    trajectory = Trajectory(str(tmp_path))
+    assert trajectory.steps == [0, 2, 4, 5] and trajectory.final_step == 5
+    for saved, initial in zip(trajectory.start(), start):
+        np.testing.assert_array_equal(saved, initial)
+    for saved, initial in zip(trajectory.load(2), start):
+        np.testing.assert_array_equal(saved, initial + 2.0)
+    for saved, now in zip(trajectory.final(), snapshot(model)):
+        np.testing.assert_array_equal(saved, now)
+    assert sorted(os.listdir(tmp_path / "trajectory")) == [
+        "step_0000000.npz", "step_0000002.npz", "step_0000004.npz", "step_0000005.npz",
+        "trajectory.json"]
