@@ -185,9 +185,14 @@ def analyse(run, modes, ranges, log=_log):
                     np.nan if constant else float(stats.pearsonr(x, y)[0]))
                 agreement[f"spearman_{a}_vs_{b}"] = (
                     np.nan if constant else float(stats.spearmanr(x, y)[0]))
+        # Flatness: how much the training loss rises over the grid above its value at θ1.
+        centre = evaluator.at(0.0, 0.0)["train_loss"]
+        rise = surfaces["train_loss"] - centre
+        flatness = {"train_loss_at_theta1": centre, "mean_train_loss_rise": float(rise.mean()),
+                    "max_train_loss_rise": float(rise.max())}
         result["2d"] = {"alphas": alphas, "betas": betas, **surfaces, "trajectory": path_xy,
                         "axis_labels": axis_labels, "explained_variance": explained,
-                        "agreement": agreement, "seconds": seconds,
+                        "agreement": agreement, "flatness": flatness, "seconds": seconds,
                         "points_per_second": alphas.size * betas.size / seconds}
         log(f"kerasbert: {run.label}: 2D {FLAGS.grid}×{FLAGS.grid} done in {seconds:.0f} s "
             f"({alphas.size * betas.size / seconds:.2f} points/s)")
@@ -237,7 +242,7 @@ def write_results(results, output_dir):
                 for i, a in enumerate(s["alphas"]):
                     rows.append({"run": r["label"], "alpha": float(a), "beta": float(b),
                                  **{k: float(arrays[k][j, i]) for k in metric_keys}})
-            agreement.append({"run": r["label"], **s["agreement"],
+            agreement.append({"run": r["label"], **s["agreement"], **s["flatness"],
                               "points_per_second": round(s["points_per_second"], 4)})
         write_csv(out("2d.csv"), rows)
         write_csv(out("agreement.csv"), agreement)
@@ -266,7 +271,8 @@ def write_results(results, output_dir):
         entry = summary.setdefault(r["label"], {})
         entry["steps"] = r["steps"]
         if "2d" in r:
-            entry.update(agreement=r["2d"]["agreement"], direction=FLAGS.direction,
+            entry.update(agreement=r["2d"]["agreement"], flatness=r["2d"]["flatness"],
+                         direction=FLAGS.direction,
                          points_per_second=r["2d"]["points_per_second"],
                          explained_variance=r["2d"]["explained_variance"])
     atomic_write_json(path, summary)
