@@ -125,12 +125,14 @@ def plot_rollback(tables, path, metric="dev_accuracy"):
                              sharey=True)
     for ax, (label, rows) in zip(axes[0], tables.items()):
         names = [r["rollback"] for r in rows]
-        ax.barh(np.arange(len(rows)), [r[metric] for r in rows], color="tab:blue")
+        bars = ax.barh(np.arange(len(rows)), [r[metric] for r in rows], color="tab:blue")
+        ax.bar_label(bars, fmt="%.3f", fontsize=6, padding=2)
         ax.axvline(rows[0][metric], color="black", linestyle="--", linewidth=1)
         ax.set_yticks(np.arange(len(rows)))
         ax.set_yticklabels(names, fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel(metric.replace("_", " "))
+        ax.set_xlim(0, max(r[metric] for rs in tables.values() for r in rs) * 1.18)
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3, axis="x")
     _save(fig, path)
