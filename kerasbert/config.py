@@ -54,6 +54,7 @@ class RunConfig:
     save_checkpoints_steps: int = 1000
     distribution_strategy: str = "one_device"
     deterministic: bool = False
+    save_trajectory_every: int = 0
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -94,6 +95,8 @@ class RunConfig:
         need(0 <= self.warmup_proportion <= 1, "warmup_proportion", "must be within [0, 1]")
         need(self.save_checkpoints_steps >= 0, "save_checkpoints_steps",
              "must be 0 (only at epoch ends) or a positive number of steps")
+        need(self.save_trajectory_every >= 0, "save_trajectory_every",
+             "must not be negative (0 = off)")
         need(self.weight_decay >= 0, "weight_decay", "must not be negative")
         need(self.dropout is None or 0 <= self.dropout < 1, "dropout", "must be within [0, 1)")
         need(self.export_dir is None or self.do_train, "export_dir",

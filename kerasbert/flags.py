@@ -108,4 +108,7 @@ flags.DEFINE_list("learning_rates", None, "Sweep: one fine-tuning run per learni
                   "<output_dir>/runs/; the best on dev is kept in full.")
 flags.DEFINE_integer("num_restarts", 1, "Sweep: random restarts per learning rate, with seeds "
                      "--seed, --seed+1, ... (data shuffling and head initialisation).")
+flags.DEFINE_integer("save_trajectory_every", 0, "Save the weights every N training steps, "
+                     "plus before the first and after the last, under <output_dir>/trajectory/ "
+                     "for `python -m kerasbert.landscape` (0 = off).")
 flags.DEFINE_boolean("verbose", False, "Print full tracebacks for input errors.")

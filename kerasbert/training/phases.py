@@ -24,6 +24,7 @@ from kerasbert.io_utils import (
     read_json_object,
     write_history,
 )
+from kerasbert.landscape.trajectory import recorder_for
 from kerasbert.training import checkpointing, losses, optimization
 from kerasbert.training.loop import Timer, Trainer, count_steps
 
@@ -75,6 +76,7 @@ class PhaseRunner:
         self.writer = None  # made after a resume has trimmed the event files
         self.rows = len(next(iter(train.inputs.values())))  # feature rows, not examples
         self.timer = Timer()
+        self.trajectory = recorder_for(config, model)  # --save_trajectory_every (else None)
 
     def run(self):
         """Trains every phase; returns ({phase: dev metrics at its end}, last dev metrics).
@@ -100,6 +102,8 @@ class PhaseRunner:
                 per_phase = read_json_object(self.phase_metrics_path)
         self.writer = tf.summary.create_file_writer(self.tensorboard_dir)
         metrics = per_phase.get(self.phases[-1].name, {}) if per_phase else {}
+        if self.trajectory is not None:
+            self.trajectory.start()  # θ0, before the first step (kept across a resume)
         for index in range(position.phase, len(self.phases)):
             phase = self.phases[index]
             start = position if index == position.phase else checkpointing.Position(phase=index)
@@ -114,6 +118,8 @@ class PhaseRunner:
             atomic_write_json(self.phase_metrics_path, per_phase)
             self.state.save(index + 1, 0)  # the phase is complete: a resume starts the next one
         self.writer.flush()
+        if self.trajectory is not None:
+            self.trajectory.finish()  # θ1
         return per_phase, metrics
 
     def _global_step(self, index):
@@ -150,6 +156,8 @@ class PhaseRunner:
             with self.writer.as_default(step=step_offset + step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", trainer.learning_rate())
+            if self.trajectory is not None:
+                self.trajectory.on_step(step_offset + step)
             faults.crash_point("train_step")
 
         stopped = phase.patience is not None and since_best >= phase.patience  # killed after

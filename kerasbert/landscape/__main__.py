@@ -1,0 +1,5 @@
+import sys
+
+from kerasbert.landscape.cli import main
+
+sys.exit(main())
