@@ -6,6 +6,7 @@
 """
 
 import copy
+import dataclasses
 import os
 import sys
 import time
@@ -138,7 +139,7 @@ def execute(config, registry=None):
     from kerasbert.data import pipeline
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.model import builder, checkpoints
-    from kerasbert.training import checkpointing
+    from kerasbert.training import checkpointing, precision
     from kerasbert.training.loop import Timer, Trainer
     from kerasbert.training.phases import PhaseRunner
 
@@ -157,8 +158,13 @@ def execute(config, registry=None):
         kind_export(task)
 
     # Everything that can fail on bad input happens before the output dir is touched.
+    strategy = distribute.make_strategy(config.distribution_strategy, config.tpu)
+    if not distribute.is_chief(strategy):  # multi_worker: only the chief writes the outputs
+        config = dataclasses.replace(config, export_dir=None, overwrite_output_dir=True,
+                                     output_dir=distribute.worker_output_dir(
+                                         strategy, config.output_dir))
     keras.utils.set_random_seed(config.seed)
-    strategy = distribute.make_strategy(config.distribution_strategy)
+    precision.set_policy(config.mixed_precision)  # before any layer is built
     with strategy.scope():  # variables must be created where the strategy can place them
         backbone, vocab_file, do_lower_case, source = load_encoder_for(config)
     tokenizer = WordPieceTokenizer(vocab_file, do_lower_case=do_lower_case)
@@ -176,6 +182,10 @@ def execute(config, registry=None):
          + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
 
     train = features.get("train") if config.do_train else None
+    if train is not None:
+        _log("kerasbert: " + distribute.describe_batch(
+            strategy, config.train_batch_size, config.gradient_accumulation_steps)
+             + f"; precision {config.mixed_precision}, XLA {'on' if config.jit_compile else 'off'}")
     with strategy.scope():
         sample = next(iter(pipeline.make_dataset(next(iter(features.values())).inputs, None, 2)))
         model = builder.build_task_model(task, head_spec, backbone, config.head_options,
@@ -224,6 +234,7 @@ def execute(config, registry=None):
     _log(f"kerasbert: {task.name} dev metrics: "
          + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
     _log(f"kerasbert: outputs in {config.output_dir} (train time {timer.seconds():.0f} s)")
+    distribute.discard_worker_output(strategy, config.output_dir)
     _log("kerasbert: next: `tensorboard --logdir " + os.path.join(config.output_dir, "tensorboard")
          + "` for the curves; `--data_dir=<the official files>` for the real data; "
          "`--init_checkpoint=" + config.output_dir + "` to fine-tune further from this run")

@@ -18,7 +18,7 @@ import tensorflow as tf
 from kerasbert.data import pipeline
 from kerasbert.io_utils import read_history, write_history
 from kerasbert.training import checkpointing, optimization
-from kerasbert.training.loop import Timer, Trainer, count_steps
+from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +84,8 @@ class PhaseRunner:
     def _run_phase(self, index, phase, first_epoch, history):
         config, optimizer = self.config, self.optimizers[phase.name]
         self.model.set_backbone_trainable(phase.train_backbone)
-        trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer)
+        trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer,
+                          **trainer_options(config))
         per_epoch, total = self.steps[index]
         step_offset = sum(t for _, t in self.steps[:index])  # a global step for TensorBoard
         best, since_best, metrics = None, 0, {}
