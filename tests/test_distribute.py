@@ -13,7 +13,6 @@ import textwrap
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from kerasbert import distribute
 from kerasbert.errors import InputError

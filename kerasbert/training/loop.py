@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import TrainingError
+from kerasbert.tasks import base
 from kerasbert.training import losses, precision
 
 
@@ -40,6 +41,9 @@ class Trainer:
         self.optimizer = optimizer
         self.clip_norm = clip_norm
         self.accumulation_steps = int(accumulation_steps)
+        # XLA compiles once per input shape: batches trimmed to their own longest sequence
+        # are padded up to a multiple of 32 so that few shapes (≤ 4 at length 128) exist.
+        self.length_multiple = XLA_LENGTH_MULTIPLE if jit_compile else 1
         self.loss_scale = None
         if model.dtype_policy.compute_dtype == "float16" and optimizer is not None:
             with strategy.scope():
@@ -152,6 +156,9 @@ class Trainer:
             show_progress = sys.stderr.isatty()
         bar = keras.utils.Progbar(num_steps, stateful_metrics=["lr"]) if show_progress else None
         total, steps, correct, seen = 0.0, 0, 0.0, 0
+        if self.length_multiple > 1:
+            dataset = dataset.map(lambda x, y: pad_to_multiple(
+                x, y, self.length_multiple, labels_per_token=self.kind == base.TAGGING))
         for inputs, labels in self.strategy.experimental_distribute_dataset(dataset):
             if steps >= num_steps:
                 break
@@ -187,6 +194,23 @@ class Trainer:
             outputs = [np.pad(o, [(0, 0), (0, width - o.shape[1])] + [(0, 0)] * (o.ndim - 2),
                               constant_values=padding_value) for o in outputs]
         return np.concatenate(outputs, axis=0)
+
+
+XLA_LENGTH_MULTIPLE = 32
+
+
+def pad_to_multiple(inputs, labels, multiple, labels_per_token=False):
+    """Right-pads a batch's sequence axis to a multiple of `multiple`: masked positions
+    (padding_mask 0, tagging label -1) that change no result."""
+    length = tf.shape(inputs["token_ids"])[-1]
+    missing = (multiple - length % multiple) % multiple
+
+    def pad(t, value=0):
+        widths = [[0, 0]] * (len(t.shape) - 1) + [[0, missing]]
+        return tf.pad(t, widths, constant_values=value)
+
+    inputs = {k: pad(v) for k, v in inputs.items()}
+    return inputs, (pad(labels, -1) if labels_per_token else labels)
 
 
 def trainer_options(config):

@@ -14,7 +14,7 @@ from kerasbert.data import pipeline
 from kerasbert.errors import InputError
 from kerasbert.model import builder, checkpoints
 from kerasbert.training import optimization, precision
-from kerasbert.training.loop import Trainer
+from kerasbert.training.loop import Trainer, pad_to_multiple
 
 BATCH, STEPS, SEQ = 8, 4, 16
 
@@ -73,6 +73,17 @@ def test_accumulating_micro_batches_makes_the_same_steps_as_whole_batches(refere
     _assert_weights_close(weights, reference[1], atol=1e-5)
 
 
+def test_xla_batches_are_padded_to_multiples_of_32_with_masked_positions():
+    inputs = {"token_ids": tf.ones([2, 33], tf.int32), "padding_mask": tf.ones([2, 33], tf.int32)}
+    padded, labels = pad_to_multiple(inputs, tf.zeros([2, 33], tf.int32), 32,
+                                     labels_per_token=True)
+    assert padded["token_ids"].shape == (2, 64) and labels.shape == (2, 64)
+    assert int(tf.reduce_sum(padded["padding_mask"])) == 66  # the new columns are masked
+    assert int(tf.reduce_min(labels[:, 33:])) == -1 == int(tf.reduce_max(labels[:, 33:]))
+    same, _ = pad_to_multiple({"token_ids": tf.ones([2, 3, 64], tf.int32)}, tf.zeros([2]), 32)
+    assert same["token_ids"].shape == (2, 3, 64)
+
+
 @pytest.mark.large  # XLA compiles for ~20 s on CPU
 def test_xla_step_matches_the_plain_step(reference):
     losses, weights = train(jit_compile=True)
@@ -106,7 +117,7 @@ def test_float16_loss_scale_skips_overflowing_steps_and_shrinks():
 
 
 def test_bad_scaling_flags_are_input_errors(tmp_path):
-    base = dict(task="sst2", output_dir=str(tmp_path))
+    base = {"task": "sst2", "output_dir": str(tmp_path)}
     with pytest.raises(InputError, match="--gradient_accumulation_steps=0"):
         RunConfig(**base, gradient_accumulation_steps=0)
     with pytest.raises(InputError, match="--gradient_accumulation_steps=16: more micro-batches"):
