@@ -39,7 +39,11 @@ MIRRORED = """
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
     two_losses, two_weights = T.train(mirrored)
+    accumulated_losses, _ = T.train(mirrored, accumulation_steps=2)
+    float16_losses, _ = T.train(mirrored, policy="mixed_float16")
     print(json.dumps({"one": one_losses.tolist(), "two": two_losses.tolist(),
+                      "two_accumulated": accumulated_losses.tolist(),
+                      "two_float16": float16_losses.tolist(),
                       "max_weight_diff": max(float(abs(a - b).max())
                                              for a, b in zip(one_weights, two_weights))}))
 """
@@ -47,6 +51,7 @@ MIRRORED = """
 
 @pytest.mark.large
 def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory():
+    """Also with gradient accumulation and with float16 loss scaling."""
     process = _python(MIRRORED, cwd=ROOT)
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err[-3000:]
@@ -54,6 +59,11 @@ def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory():
     # Same global batch of 8: two replicas of 4, gradients summed, clipped globally.
     np.testing.assert_allclose(result["two"], result["one"], rtol=1e-5)
     assert result["max_weight_diff"] < 1e-5
+    # Two replicas × two micro-batches of 2 each: still the same steps.
+    np.testing.assert_allclose(result["two_accumulated"], result["one"], rtol=1e-5)
+    # float16 with loss scaling across replicas (the skip-step cond runs cross-replica).
+    assert np.all(np.isfinite(result["two_float16"]))
+    np.testing.assert_allclose(result["two_float16"], result["one"], rtol=0.05)
 
 
 WORKER = """
