@@ -48,8 +48,11 @@ class Trainer:
         if model.dtype_policy.compute_dtype == "float16" and optimizer is not None:
             with strategy.scope():
                 self.loss_scale = precision.DynamicLossScale()
-        self._gradients = tf.function(self._replica_gradients, jit_compile=jit_compile,
-                                      reduce_retracing=True)
+        # Without XLA the replica function is simply traced into the step (no nested
+        # tf.function, whose call boundary costs tracing time and graph optimisations).
+        self._gradients = (tf.function(self._replica_gradients, jit_compile=True,
+                                       reduce_retracing=True)
+                           if jit_compile else self._replica_gradients)
         self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
         self._predict_step = tf.function(  # float32 also when computed in 16 bits
             lambda inputs: tf.cast(self.model(inputs, training=False), tf.float32),
