@@ -226,6 +226,7 @@ def execute(config, registry=None):
                           "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
     atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER),
                       {**metrics, "phases": per_phase} if len(per_phase) > 1 else metrics)
+    precision.set_policy("none")  # the next model built here (the export) is float32
     if config.export_dir:
         from kerasbert.export.saved_model import export_run
 

@@ -126,3 +126,24 @@ def test_bad_scaling_flags_are_input_errors(tmp_path):
         RunConfig(**base, mixed_precision="float8")
     with pytest.raises(InputError, match="needs --tpu"):
         RunConfig(**base, distribution_strategy="tpu")
+
+
+def test_a_run_with_bfloat16_and_accumulation_end_to_end(tmp_path, capsys):
+    import json
+
+    import keras
+
+    from kerasbert import main as main_lib
+
+    metrics = main_lib.execute(RunConfig(
+        task="sst2", init_checkpoint="random", model_size="2/32/2", max_seq_length=32,
+        train_batch_size=8, max_train_examples=16, max_eval_examples=8, num_train_epochs=1.0,
+        mixed_precision="mixed_bfloat16", gradient_accumulation_steps=2,
+        output_dir=str(tmp_path / "run")))
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    saved = json.loads((tmp_path / "run" / "run_config.json").read_text())
+    assert saved["mixed_precision"] == "mixed_bfloat16"
+    assert saved["gradient_accumulation_steps"] == 2
+    assert ("global batch 8 = 1 replica(s) × 8, each as 2 micro-batches of 4; precision "
+            "mixed_bfloat16, XLA off") in capsys.readouterr().out
+    assert keras.mixed_precision.global_policy().name == "float32"  # nothing leaks
