@@ -162,7 +162,12 @@ class Trainer:
         if self.length_multiple > 1:
             dataset = dataset.map(lambda x, y: pad_to_multiple(
                 x, y, self.length_multiple, labels_per_token=self.kind == base.TAGGING))
-        for inputs, labels in self.strategy.experimental_distribute_dataset(dataset):
+        batches = self.strategy.experimental_distribute_dataset(dataset)
+        if self.length_multiple == 1:
+            # One trace for every batch length (the spec's length is None), instead of one
+            # for the first length and a relaxed one at the second (~10 s each on a CPU).
+            self._train_step.get_concrete_function(*batches.element_spec)
+        for inputs, labels in batches:
             if steps >= num_steps:
                 break
             loss, batch_correct, batch_count = (float(x) for x in self._train_step(inputs, labels))
@@ -189,6 +194,7 @@ class Trainer:
         Per-token outputs ([batch, seq, ...]) of batches trimmed to different lengths are
         right-padded to the longest with `padding_value`, a logit no decoder will pick.
         """
+        self._predict_step.get_concrete_function(dataset.element_spec[0])  # one trace
         outputs = [self._predict_step(inputs).numpy() for inputs, _ in dataset]
         if not outputs:
             return np.zeros([0])

@@ -4,6 +4,8 @@ Each test trains the same 2-layer, hidden-32 model (dropout 0, so runs are deter
 on the same synthetic batches and compares losses or final weights.
 """
 
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -147,3 +149,24 @@ def test_a_run_with_bfloat16_and_accumulation_end_to_end(tmp_path, capsys):
     assert ("global batch 8 = 1 replica(s) × 8, each as 2 micro-batches of 4; precision "
             "mixed_bfloat16, XLA off") in capsys.readouterr().out
     assert keras.mixed_precision.global_policy().name == "float32"  # nothing leaks
+
+
+def test_batches_of_different_lengths_share_one_traced_step(monkeypatch):
+    from kerasbert.training import loop
+
+    traces = []
+    step = loop.Trainer._distributed_step
+
+    def counted(self, *args):
+        traces.append(1)  # runs only while tracing
+        return step(self, *args)
+
+    monkeypatch.setattr(loop.Trainer, "_distributed_step", counted)
+    inputs, labels = _data()
+    for i in range(STEPS):  # batch i is 8 + 2i tokens long
+        rows = slice(i * BATCH, (i + 1) * BATCH)
+        inputs["padding_mask"][rows, 8 + 2 * i:] = 0
+        inputs["token_ids"][rows, 8 + 2 * i:] = 0
+    monkeypatch.setattr(sys.modules[__name__], "_data", lambda: (inputs, labels))
+    losses, _ = train()
+    assert len(losses) == STEPS and len(traces) == 1
