@@ -11,6 +11,8 @@ from typing import Any, Mapping
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json
 
+DISTRIBUTION_STRATEGIES = ("one_device", "mirrored", "multi_worker", "tpu")
+
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
@@ -55,6 +57,10 @@ class RunConfig:
     distribution_strategy: str = "one_device"
     deterministic: bool = False
     save_trajectory_every: int = 0
+    tpu: str | None = None
+    mixed_precision: str = "none"
+    jit_compile: bool = False
+    gradient_accumulation_steps: int = 1
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -104,6 +110,17 @@ class RunConfig:
              "kerasbert.export.saved_model --run_dir=... for an existing run)")
         need(not self.use_tfds or self.data_dir is None, "use_tfds",
              "--use_tfds reads from --tfds_data_dir; do not also give --data_dir")
+        need(self.distribution_strategy in DISTRIBUTION_STRATEGIES, "distribution_strategy",
+             "must be one of " + ", ".join(DISTRIBUTION_STRATEGIES))
+        need(self.distribution_strategy != "tpu" or bool(self.tpu), "distribution_strategy",
+             "needs --tpu (the TPU's name or address)")
+        need(self.mixed_precision in ("none", "mixed_float16", "mixed_bfloat16"),
+             "mixed_precision", "must be none, mixed_float16 or mixed_bfloat16")
+        need(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps",
+             "must be a positive integer")
+        need(self.train_batch_size is None
+             or self.train_batch_size >= self.gradient_accumulation_steps,
+             "gradient_accumulation_steps", "more micro-batches than examples in a batch")
         if self.data_dir is not None and not os.path.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")
         if self.vocab_file is not None and not os.path.isfile(self.vocab_file):

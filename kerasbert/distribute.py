@@ -1,17 +1,101 @@
-"""The tf.distribute strategy from the flags; virtual CPU devices for tests."""
+"""The tf.distribute strategy from the flags; who writes outputs; virtual CPUs for tests.
+
+Every strategy runs the same custom loop (kerasbert/training/loop.py). Batch sizes in
+the flags are global: each of `num_replicas_in_sync` replicas gets 1/N of a batch.
+"""
+
+import json
+import os
+import shutil
+import tempfile
 
 import tensorflow as tf
 
 from kerasbert.errors import InputError
 
 
-def make_strategy(name="one_device"):
+def make_strategy(name="one_device", tpu=None):
     if name == "one_device":
         gpus = tf.config.list_logical_devices("GPU")
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        read_tf_config()  # a malformed TF_CONFIG fails here with a clear message
+        # The cluster (workers' host:port) and this process's role come from TF_CONFIG;
+        # without one it is a cluster of one.
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        return _tpu_strategy(tpu)
     raise InputError(f"--distribution_strategy={name}: unknown strategy")
+
+
+def _tpu_strategy(tpu):
+    if not tpu:
+        raise InputError("--tpu: --distribution_strategy=tpu needs the TPU's name or address")
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"--tpu={tpu}: no TPU reachable ({reason})") from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def read_tf_config():
+    """The parsed TF_CONFIG environment variable ({} when unset)."""
+    text = os.environ.get("TF_CONFIG", "")
+    if not text.strip():
+        return {}
+    try:
+        config = json.loads(text)
+        config.get("cluster", {}), config.get("task", {})
+    except (ValueError, AttributeError) as e:
+        raise InputError(f"TF_CONFIG: not a JSON object with cluster and task ({e})") from None
+    return config
+
+
+def is_chief(strategy):
+    """Whether this process writes the run's outputs (every strategy but multi_worker has
+    one process: the chief)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return True
+    return is_chief_task(resolver.task_type, resolver.task_id,
+                         resolver.cluster_spec().as_dict())
+
+
+def is_chief_task(task_type, task_id, cluster):
+    """TensorFlow's convention: the `chief` task, or worker 0 when there is no chief."""
+    if task_type is None or task_type == "chief":
+        return True
+    return task_type == "worker" and task_id == 0 and "chief" not in cluster
+
+
+def worker_output_dir(strategy, output_dir):
+    """Where this process writes: `output_dir` for the chief; for any other worker a fresh
+    temporary folder (it still runs every save, whose collectives need all workers),
+    removed with `discard_worker_output`."""
+    if is_chief(strategy):
+        return output_dir
+    return tempfile.mkdtemp(prefix="kerasbert-worker-")
+
+
+def discard_worker_output(strategy, output_dir):
+    if not is_chief(strategy):
+        shutil.rmtree(output_dir, ignore_errors=True)
+
+
+def describe_batch(strategy, global_batch_size, accumulation_steps=1):
+    """'global batch 32 = 2 replicas × 16' (and the micro-batches, when accumulating)."""
+    replicas = strategy.num_replicas_in_sync
+    per_replica = -(-global_batch_size // replicas)
+    text = f"global batch {global_batch_size} = {replicas} replica(s) × {per_replica}"
+    if accumulation_steps > 1:
+        text += (f", each as {accumulation_steps} micro-batches of "
+                 f"{-(-per_replica // accumulation_steps)}")
+    return text
 
 
 def split_cpu(count):

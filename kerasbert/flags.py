@@ -96,8 +96,24 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Also checkpoint every this
                      "resumes mid-epoch; 0 = only at epoch ends.")
 flags.DEFINE_integer("seed", 42, "Random seed for the head's initialisation, dropout and the "
                      "data shuffling.")
-flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored"],
-                  "The tf.distribute strategy: one_device (default) or mirrored (all local GPUs).")
+flags.DEFINE_enum("distribution_strategy", "one_device",
+                  ["one_device", "mirrored", "multi_worker", "tpu"],
+                  "The tf.distribute strategy: one_device (default), mirrored (all local GPUs), "
+                  "multi_worker (MultiWorkerMirroredStrategy; the cluster and this worker's "
+                  "role come from the TF_CONFIG environment variable) or tpu (--tpu). "
+                  "--train_batch_size and --eval_batch_size are global: each of the N replicas "
+                  "gets 1/N of a batch.")
+flags.DEFINE_string("tpu", None, "With --distribution_strategy=tpu: the TPU's name or grpc:// "
+                    "address ('local' for a TPU VM).")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bfloat16"],
+                  "Compute in 16 bits with float32 variables (Keras mixed-precision policy); "
+                  "mixed_float16 adds dynamic loss scaling.")
+flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training step's forward and "
+                     "backward pass.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Split each replica's share of a "
+                     "training batch into K micro-batches run one after another, and make one "
+                     "optimizer step from their summed gradients: the memory of batch/K, the "
+                     "result of the whole batch.")
 flags.DEFINE_boolean("deterministic", False, "Turn on TensorFlow op determinism "
                      "(tf.config.experimental.enable_op_determinism): same seed, same numbers "
                      "on GPU too, at some speed cost. CPU runs are reproducible without it.")

@@ -6,6 +6,7 @@
 """
 
 import copy
+import dataclasses
 import os
 import sys
 import time
@@ -162,7 +163,7 @@ def execute(config, registry=None):
     from kerasbert.data import pipeline
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.model import builder, checkpoints
-    from kerasbert.training import checkpointing
+    from kerasbert.training import checkpointing, precision
     from kerasbert.training.loop import Timer, Trainer
     from kerasbert.training.phases import PhaseRunner
 
@@ -181,10 +182,15 @@ def execute(config, registry=None):
         kind_export(task)
 
     # Everything that can fail on bad input happens before the output dir is touched.
+    strategy = distribute.make_strategy(config.distribution_strategy, config.tpu)
+    if not distribute.is_chief(strategy):  # multi_worker: only the chief writes the outputs
+        config = dataclasses.replace(config, export_dir=None, overwrite_output_dir=True,
+                                     output_dir=distribute.worker_output_dir(
+                                         strategy, config.output_dir))
     keras.utils.set_random_seed(config.seed)
     if config.deterministic:  # process-wide and cannot be undone; CPU runs need no switch
         tf.config.experimental.enable_op_determinism()
-    strategy = distribute.make_strategy(config.distribution_strategy)
+    precision.set_policy(config.mixed_precision)  # before any layer is built
     with strategy.scope():  # variables must be created where the strategy can place them
         backbone, vocab_file, do_lower_case, source = load_encoder_for(config)
     tokenizer = WordPieceTokenizer(vocab_file, do_lower_case=do_lower_case)
@@ -210,6 +216,10 @@ def execute(config, registry=None):
          + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
 
     train = features.get("train") if config.do_train else None
+    if train is not None:
+        _log("kerasbert: " + distribute.describe_batch(
+            strategy, config.train_batch_size, config.gradient_accumulation_steps)
+             + f"; precision {config.mixed_precision}, XLA {'on' if config.jit_compile else 'off'}")
 
     def evaluate(trainer):
         faults.crash_point("evaluation")
@@ -246,6 +256,7 @@ def execute(config, registry=None):
     if config.do_eval:
         atomic_write_text(os.path.join(config.output_dir, "eval_results.txt"),
                           "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
+    precision.set_policy("none")  # the next model built here (the export's) is float32
     if config.export_dir:  # before the finished marker: a run killed here resumes to export
         export_once(config, registry)
     atomic_write_json(os.path.join(config.output_dir, FINISHED_MARKER),
@@ -256,6 +267,7 @@ def execute(config, registry=None):
     _log(f"kerasbert: {task.name} dev metrics: "
          + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
     _log(f"kerasbert: outputs in {config.output_dir} (train time {timer.seconds():.0f} s)")
+    distribute.discard_worker_output(strategy, config.output_dir)
     _log("kerasbert: next: `tensorboard --logdir " + os.path.join(config.output_dir, "tensorboard")
          + "` for the curves; `--data_dir=<the official files>` for the real data; "
          "`--init_checkpoint=" + config.output_dir + "` to fine-tune further from this run")

@@ -14,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import TrainingError
-from kerasbert.training import losses
+from kerasbert.tasks import base
+from kerasbert.training import losses, precision
 
 
 class NonFiniteLossError(TrainingError):
@@ -22,15 +23,40 @@ class NonFiniteLossError(TrainingError):
 
 
 class Trainer:
-    def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0):
+    """Trains `model` with `optimizer` under `strategy`; also predicts.
+
+    jit_compile: XLA-compile each replica's forward and backward pass.
+    accumulation_steps: K > 1 splits each replica's batch into K micro-batches, run one
+        after the other (only one micro-batch's activations live at a time); their summed
+        gradients make one optimizer step, the same step one batch would make.
+    A model built under the mixed_float16 policy gets dynamic loss scaling
+    (kerasbert/training/precision.py); outputs and losses are computed in float32.
+    """
+
+    def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0, jit_compile=False,
+                 accumulation_steps=1):
         self.model = model
         self.kind = kind
         self.strategy = strategy
         self.optimizer = optimizer
         self.clip_norm = clip_norm
+        self.accumulation_steps = int(accumulation_steps)
+        # XLA compiles once per input shape: batches trimmed to their own longest sequence
+        # are padded up to a multiple of 32 so that few shapes (≤ 4 at length 128) exist.
+        self.length_multiple = XLA_LENGTH_MULTIPLE if jit_compile else 1
+        self.loss_scale = None
+        if model.dtype_policy.compute_dtype == "float16" and optimizer is not None:
+            with strategy.scope():
+                self.loss_scale = precision.DynamicLossScale()
+        # Without XLA the replica function is simply traced into the step (no nested
+        # tf.function, whose call boundary costs tracing time and graph optimisations).
+        self._gradients = (tf.function(self._replica_gradients, jit_compile=True,
+                                       reduce_retracing=True)
+                           if jit_compile else self._replica_gradients)
         self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
-        self._predict_step = tf.function(
-            lambda inputs: self.model(inputs, training=False), reduce_retracing=True)
+        self._predict_step = tf.function(  # float32 also when computed in 16 bits
+            lambda inputs: tf.cast(self.model(inputs, training=False), tf.float32),
+            reduce_retracing=True)
 
     def _clip(self, grads):
         """Clips the *global* gradient (summed over replicas) to norm `clip_norm`.
@@ -48,26 +74,80 @@ class Trainer:
         scale = self.clip_norm / tf.maximum(norm, self.clip_norm)
         return [g * scale for g in grads]
 
-    def _replica_step(self, inputs, labels):
-        variables = self.model.trainable_variables
+    def _loss_and_gradients(self, inputs, labels, variables, scale, global_batch_size):
+        """(loss, gradients, correct count) of one (micro-)batch; the loss is this
+        replica's share of the global mean, so replicas' gradients sum to the global one."""
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True)
             per_example = losses.per_example_loss(self.kind, labels, outputs)
-            loss = tf.nn.compute_average_loss(per_example)
-        grads = tape.gradient(loss, variables)
-        # Variables that do not reach the output (e.g. the pooler when a head reads the
-        # raw [CLS] state) have no gradient; they are left alone.
-        pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
-        grads = self._clip([g for g, _ in pairs])
-        self.optimizer.apply(grads, [v for _, v in pairs])
+            loss = tf.nn.compute_average_loss(
+                per_example, global_batch_size=global_batch_size)
+            scaled = loss if scale is None else loss * scale
+        grads = tape.gradient(scaled, variables)
+        return loss, grads, losses.correct_count(self.kind, labels, outputs)
+
+    def _replica_gradients(self, inputs, labels, scale=None):
+        """(loss, correct count, gradients) of this replica's batch, K micro-batches at a time.
+
+        Gradients are unscaled but not yet clipped; a variable that does not reach the
+        output (e.g. the pooler when a head reads the raw [CLS] state) gets None.
+        """
+        variables = self.model.trainable_variables
+        # The whole step's batch, also for each of its K micro-batches.
+        global_batch_size = tf.shape(labels)[0] * self.strategy.num_replicas_in_sync
+        k = self.accumulation_steps
+        if k == 1:
+            loss, grads, correct = self._loss_and_gradients(
+                inputs, labels, variables, scale, global_batch_size)
+        else:
+            size = tf.shape(labels)[0]
+            micro = (size + k - 1) // k
+            reaches_output = []  # filled while the loop body is traced
+
+            def micro_batch(i, loss, correct, grads):
+                def piece(t):
+                    return t[i * micro:(i + 1) * micro]
+
+                part_loss, part_grads, part_correct = self._loss_and_gradients(
+                    tf.nest.map_structure(piece, inputs), piece(labels), variables, scale,
+                    global_batch_size)
+                reaches_output[:] = [g is not None for g in part_grads]
+                part_grads = [tf.zeros_like(v) if g is None else g
+                              for g, v in zip(part_grads, variables)]
+                return (i + 1, loss + part_loss, correct + part_correct,
+                        [a + g for a, g in zip(grads, part_grads)])
+
+            zeros = [tf.zeros_like(v) for v in variables]
+            # parallel_iterations=1: one micro-batch at a time, so memory is one micro-batch's.
+            _, loss, correct, grads = tf.while_loop(
+                lambda i, *_: i < k, micro_batch,
+                (tf.constant(0), tf.constant(0.0), tf.constant(0.0), zeros),
+                parallel_iterations=1)
+            grads = [g if keep else None for g, keep in zip(grads, reaches_output)]
+        if scale is not None:
+            grads = [None if g is None else g / scale for g in grads]
         count = tf.cast(tf.shape(labels)[0], tf.float32)
-        return loss, losses.correct_count(self.kind, labels, outputs), count
+        return loss, correct, count, grads
+
+    def _apply(self, grads):
+        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+        self.optimizer.apply(self._clip([g for g, _ in pairs]), [v for _, v in pairs])
 
     def _distributed_step(self, inputs, labels):
         """(global mean loss, correctly classified examples, examples) of one step."""
-        per_replica = self.strategy.run(self._replica_step, args=(inputs, labels))
+        scale = None if self.loss_scale is None else self.loss_scale.value()
+        loss, correct, count, grads = self.strategy.run(
+            self._gradients, args=(inputs, labels, scale))
+        if self.loss_scale is None:
+            self.strategy.run(self._apply, args=(grads,))
+        else:  # skip the step when a float16 gradient overflowed on any replica
+            finite = self.strategy.run(precision.all_finite, args=(grads,))
+            finite = (self.strategy.reduce(tf.distribute.ReduceOp.SUM, finite, axis=None)
+                      == self.strategy.num_replicas_in_sync)
+            tf.cond(finite, lambda: self.strategy.run(self._apply, args=(grads,)), lambda: None)
+            self.loss_scale.update(finite)
         return tuple(self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
-                     for value in per_replica)
+                     for value in (loss, correct, count))
 
     def train_epoch(self, dataset, num_steps, on_step=None, show_progress=None):
         """Runs up to `num_steps` steps of `dataset`.
@@ -79,7 +159,15 @@ class Trainer:
             show_progress = sys.stderr.isatty()
         bar = keras.utils.Progbar(num_steps, stateful_metrics=["lr"]) if show_progress else None
         total, steps, correct, seen = 0.0, 0, 0.0, 0
-        for inputs, labels in self.strategy.experimental_distribute_dataset(dataset):
+        if self.length_multiple > 1:
+            dataset = dataset.map(lambda x, y: pad_to_multiple(
+                x, y, self.length_multiple, labels_per_token=self.kind == base.TAGGING))
+        batches = self.strategy.experimental_distribute_dataset(dataset)
+        if self.length_multiple == 1:
+            # One trace for every batch length (the spec's length is None), instead of one
+            # for the first length and a relaxed one at the second (~10 s each on a CPU).
+            self._train_step.get_concrete_function(*batches.element_spec)
+        for inputs, labels in batches:
             if steps >= num_steps:
                 break
             loss, batch_correct, batch_count = (float(x) for x in self._train_step(inputs, labels))
@@ -106,6 +194,7 @@ class Trainer:
         Per-token outputs ([batch, seq, ...]) of batches trimmed to different lengths are
         right-padded to the longest with `padding_value`, a logit no decoder will pick.
         """
+        self._predict_step.get_concrete_function(dataset.element_spec[0])  # one trace
         outputs = [self._predict_step(inputs).numpy() for inputs, _ in dataset]
         if not outputs:
             return np.zeros([0])
@@ -114,6 +203,29 @@ class Trainer:
             outputs = [np.pad(o, [(0, 0), (0, width - o.shape[1])] + [(0, 0)] * (o.ndim - 2),
                               constant_values=padding_value) for o in outputs]
         return np.concatenate(outputs, axis=0)
+
+
+XLA_LENGTH_MULTIPLE = 32
+
+
+def pad_to_multiple(inputs, labels, multiple, labels_per_token=False):
+    """Right-pads a batch's sequence axis to a multiple of `multiple`: masked positions
+    (padding_mask 0, tagging label -1) that change no result."""
+    length = tf.shape(inputs["token_ids"])[-1]
+    missing = (multiple - length % multiple) % multiple
+
+    def pad(t, value=0):
+        widths = [[0, 0]] * (len(t.shape) - 1) + [[0, missing]]
+        return tf.pad(t, widths, constant_values=value)
+
+    inputs = {k: pad(v) for k, v in inputs.items()}
+    return inputs, (pad(labels, -1) if labels_per_token else labels)
+
+
+def trainer_options(config):
+    """The Trainer's keyword arguments from a RunConfig (--jit_compile, accumulation)."""
+    return {"jit_compile": config.jit_compile,
+            "accumulation_steps": config.gradient_accumulation_steps}
 
 
 def count_steps(num_examples, batch_size, num_epochs):

@@ -26,7 +26,7 @@ from kerasbert.io_utils import (
 )
 from kerasbert.landscape.trajectory import recorder_for
 from kerasbert.training import checkpointing, losses, optimization
-from kerasbert.training.loop import Timer, Trainer, count_steps
+from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +145,8 @@ class PhaseRunner:
     def _run_phase(self, index, phase, start, history):
         config, optimizer = self.config, self.optimizers[phase.name]
         self.model.set_backbone_trainable(phase.train_backbone)
-        trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer)
+        trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer,
+                          **trainer_options(config))
         per_epoch, total = self.steps[index]
         step_offset = sum(t for _, t in self.steps[:index])  # a global step for TensorBoard
         best, since_best, metrics = start.best, start.since_best, {}

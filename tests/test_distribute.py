@@ -1,0 +1,157 @@
+"""Strategies: mirrored on two virtual CPUs and two multi_worker processes on localhost.
+
+Both need a fresh process (virtual devices and collective ops are configured before TF
+starts), so they run in subprocesses with a bounded time.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from kerasbert import distribute
+from kerasbert.errors import InputError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _python(code, env=None, timeout=300, **kwargs):
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": "", **(env or {})}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+MIRRORED = """
+    import json, sys
+    sys.path.insert(0, "tests/training")
+    from kerasbert import distribute
+    distribute.split_cpu(2)
+    import tensorflow as tf
+    import test_scaling as T
+
+    one_losses, one_weights = T.train(distribute.make_strategy("one_device"))
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert mirrored.num_replicas_in_sync == 2
+    two_losses, two_weights = T.train(mirrored)
+    accumulated_losses, _ = T.train(mirrored, accumulation_steps=2)
+    float16_losses, _ = T.train(mirrored, policy="mixed_float16")
+    print(json.dumps({"one": one_losses.tolist(), "two": two_losses.tolist(),
+                      "two_accumulated": accumulated_losses.tolist(),
+                      "two_float16": float16_losses.tolist(),
+                      "max_weight_diff": max(float(abs(a - b).max())
+                                             for a, b in zip(one_weights, two_weights))}))
+"""
+
+
+@pytest.mark.large
+def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory():
+    """Also with gradient accumulation and with float16 loss scaling."""
+    process = _python(MIRRORED, cwd=ROOT)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    # Same global batch of 8: two replicas of 4, gradients summed, clipped globally.
+    np.testing.assert_allclose(result["two"], result["one"], rtol=1e-5)
+    assert result["max_weight_diff"] < 1e-5
+    # Two replicas × two micro-batches of 2 each: still the same steps.
+    np.testing.assert_allclose(result["two_accumulated"], result["one"], rtol=1e-5)
+    # float16 with loss scaling across replicas (the skip-step cond runs cross-replica).
+    assert np.all(np.isfinite(result["two_float16"]))
+    np.testing.assert_allclose(result["two_float16"], result["one"], rtol=0.05)
+
+
+WORKER = """
+    import sys
+    import numpy as np
+    from kerasbert import main
+    from kerasbert.training import checkpointing
+
+    save = checkpointing.save_weights_atomically
+
+    def save_and_dump(model, path):  # the final weights, also from the non-chief worker
+        np.savez(sys.argv[1], *[w.numpy() for w in model.weights])
+        save(model, path)
+
+    checkpointing.save_weights_atomically = save_and_dump
+    sys.argv = ["kerasbert", *sys.argv[2:]]
+    main.run()
+"""
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.large
+def test_two_workers_train_the_same_weights_and_only_the_chief_writes(tmp_path):
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    processes = []
+    for index in range(2):
+        temp = tmp_path / f"tmp{index}"
+        temp.mkdir()
+        env = {"TF_CONFIG": json.dumps({"cluster": cluster,
+                                        "task": {"type": "worker", "index": index}}),
+               "TMPDIR": str(temp)}
+        args = ["--task=sst2", "--init_checkpoint=random", "--model_size=2/32/2",
+                "--max_seq_length=32", "--train_batch_size=8", "--max_train_examples=32",
+                "--max_eval_examples=16", "--num_train_epochs=1", "--dropout=0",
+                "--distribution_strategy=multi_worker", "--seed=5",
+                f"--output_dir={tmp_path / f'out{index}'}"]
+        code = WORKER.replace("sys.argv[1]", repr(str(tmp_path / f"weights{index}.npz")))
+        processes.append(_python(code.replace("*sys.argv[2:]", ", ".join(map(repr, args))),
+                                 env=env))
+    try:
+        results = [p.communicate(timeout=300) for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+    for p, (out, err) in zip(processes, results):
+        assert p.returncode == 0, err[-3000:]
+    batch_line = next(line for line in results[0][0].splitlines() if "global batch" in line)
+    assert "global batch 8 = 2 replica(s) × 4" in batch_line, batch_line
+    chief, worker = (np.load(tmp_path / f"weights{i}.npz") for i in range(2))
+    assert len(chief.files) == len(worker.files) > 0
+    for name in chief.files:
+        np.testing.assert_array_equal(chief[name], worker[name])
+    # The chief (worker 0) wrote the run; worker 1 wrote to a temporary folder, now gone.
+    assert (tmp_path / "out0" / "metrics.json").exists()
+    assert (tmp_path / "out0" / "model.weights.h5").exists()
+    assert not (tmp_path / "out1").exists()
+    assert os.listdir(tmp_path / "tmp1") == []
+
+
+def test_chief_is_worker_zero_or_the_chief_task():
+    workers = {"worker": ["a:1", "b:1"]}
+    assert distribute.is_chief_task("worker", 0, workers)
+    assert not distribute.is_chief_task("worker", 1, workers)
+    with_chief = {"chief": ["c:1"], **workers}
+    assert distribute.is_chief_task("chief", 0, with_chief)
+    assert not distribute.is_chief_task("worker", 0, with_chief)
+    assert distribute.is_chief(distribute.make_strategy("one_device"))
+
+
+def test_bad_tf_config_and_missing_tpu_are_input_errors(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(InputError, match="TF_CONFIG: not a JSON object"):
+        distribute.make_strategy("multi_worker")
+    with pytest.raises(InputError, match="--tpu: --distribution_strategy=tpu needs"):
+        distribute.make_strategy("tpu")
+
+
+def test_batch_description_names_global_and_per_replica_sizes():
+    strategy = distribute.make_strategy("one_device")
+    assert distribute.describe_batch(strategy, 32) == "global batch 32 = 1 replica(s) × 32"
+    assert distribute.describe_batch(strategy, 32, 4) == (
+        "global batch 32 = 1 replica(s) × 32, each as 4 micro-batches of 8")

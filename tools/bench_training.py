@@ -1,0 +1,210 @@
+"""Benchmark: one full fine-tuning step, kerasbert's Trainer vs HuggingFace on PyTorch.
+
+Same weights (the MiniLM-L6 safetensors by default; the classifier from one seeded
+initialisation), same batch (random word pieces filling every position), same step:
+forward, cross-entropy, backward, global-norm clip 1.0, AdamW. Each framework runs in its
+own process (so peak memory is its own), one after the other (so they do not share the
+cores). Prints one table: median step time, examples/s, tokens/s, model FLOP/s against a
+dense float32 matmul measured in the same process, peak RSS, and the time from process
+start to the model being loaded and from there to the end of the first step.
+
+    python tools/bench_training.py --torch_python=/work/venv-torch/bin/python
+    python tools/bench_training.py --jit_compile --mixed_precision=mixed_bfloat16  # a GPU
+
+The PyTorch side needs an interpreter with torch and transformers (never a kerasbert
+dependency; see README, Speed); without --torch_python it is skipped with a message.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+START = time.time()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def model_flops_per_step(config, batch_size, seq_length):
+    """Matmul FLOPs of one training step (backward ≈ 2× forward), embeddings excluded."""
+    h, inter, layers = config["hidden_size"], config["intermediate_size"], config[
+        "num_hidden_layers"]
+    per_layer = 2 * seq_length * (4 * h * h + 2 * h * inter) + 4 * seq_length**2 * h
+    forward = layers * per_layer + 2 * h * h + 2 * h * 2  # + pooler + classifier
+    return 3 * forward * batch_size
+
+
+def make_batch(path, vocab_size, hidden, batch_size, seq_length, seed=0):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(1000, vocab_size, [batch_size, seq_length]).astype(np.int32)
+    tokens[:, 0], tokens[:, -1] = 101, 102  # [CLS] ... [SEP] (BERT uncased ids)
+    limit = np.sqrt(6.0 / (hidden + 2))  # Glorot-uniform, like a fresh Keras Dense
+    np.savez(path, token_ids=tokens, segment_ids=np.zeros_like(tokens),
+             padding_mask=np.ones_like(tokens),
+             labels=rng.integers(0, 2, batch_size).astype(np.int32),
+             head_kernel=rng.uniform(-limit, limit, [hidden, 2]).astype(np.float32),
+             head_bias=np.zeros([2], np.float32))
+
+
+def tf_matmul_flops(size=2048, repeats=10):
+    import tensorflow as tf
+
+    a, b = tf.random.normal([size, size]), tf.random.normal([size, size])
+    tf.matmul(a, b).numpy()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        tf.matmul(a, b).numpy()
+        times.append(time.perf_counter() - t)
+    return 2 * size**3 / float(np.median(times))
+
+
+def kerasbert_worker(args):
+    """The kerasbert side (in its own process): prints one JSON line."""
+    import tensorflow as tf
+
+    from kerasbert import distribute, plugins
+    from kerasbert.data import pipeline
+    from kerasbert.model import builder, checkpoints
+    from kerasbert.training import optimization, precision
+    from kerasbert.training.loop import Trainer
+
+    imported = time.time() - START
+    data = np.load(args.data)
+    precision.set_policy(args.mixed_precision)
+    strategy = distribute.make_strategy("one_device")
+    registry = plugins.registry()
+    task, head = registry.task("sst2"), registry.head("cls_linear")
+    with strategy.scope():
+        encoder = checkpoints.load_encoder(args.checkpoint)
+        model = builder.build_task_model(task, head, encoder.backbone, seed=0)
+        model.head.output_dense.kernel.assign(data["head_kernel"])
+        model.head.output_dense.bias.assign(data["head_bias"])
+        optimizer = optimization.create_optimizer(  # constant 2e-5, as the reference
+            model.trainable_variables, 2e-5, total_steps=10**9, warmup_steps=0)
+        optimizer.build(model.trainable_variables)
+    loaded = time.time() - START
+    trainer = Trainer(model, task.kind, strategy, optimizer, jit_compile=args.jit_compile,
+                      accumulation_steps=args.gradient_accumulation_steps)
+    inputs = {k: data[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    dataset = pipeline.make_dataset(inputs, data["labels"], len(data["labels"])).repeat()
+    stamps, losses = [time.perf_counter()], []
+
+    def on_step(step, loss):
+        stamps.append(time.perf_counter())
+        losses.append(loss)
+
+    trainer.train_epoch(dataset, args.warmup + args.steps, on_step=on_step,
+                        show_progress=False)
+    first_step = loaded + (stamps[1] - stamps[0])
+    print(json.dumps({
+        "framework": f"kerasbert Trainer (TF {tf.__version__}"
+                     + (", XLA" if args.jit_compile else "")
+                     + (f", {args.mixed_precision}" if args.mixed_precision != "none" else "")
+                     + ")",
+        "import_seconds": imported, "loaded_seconds": loaded, "first_step_seconds": first_step,
+        "step_times": list(np.diff(stamps))[args.warmup:], "losses": losses,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "matmul_flops": tf_matmul_flops(),
+        "threads": tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
+        "params": int(sum(np.prod(v.shape) for v in model.weights))}))
+
+
+def run_side(command, label):
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.exit(f"bench_training: the {label} side failed:\n{result.stderr[-3000:]}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report["wall_seconds"] = time.perf_counter() - started
+    return report
+
+
+def table(reports, flops_per_step, batch_size, seq_length):
+    header = ("| framework | step s (median) | examples/s | tokens/s | model GFLOP/s | "
+              "% of matmul GFLOP/s | peak RSS MB | start → model loaded s | "
+              "model loaded → 1st step done s |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for r in reports:
+        step = float(np.median(r["step_times"]))
+        achieved = flops_per_step / step
+        lines.append(
+            f"| {r['framework']} | {step:.3f} | {batch_size / step:.1f} | "
+            f"{batch_size * seq_length / step:.0f} | {achieved / 1e9:.1f} | "
+            f"{100 * achieved / r['matmul_flops']:.0f}% of {r['matmul_flops'] / 1e9:.0f} | "
+            f"{r['peak_rss_mb']:.0f} | {r['loaded_seconds']:.1f} | "
+            f"{r['first_step_seconds'] - r['loaded_seconds']:.1f} |")
+    if len(reports) == 2:
+        ratio = np.median(reports[1]["step_times"]) / np.median(reports[0]["step_times"])
+        lines.append(f"\nkerasbert throughput / PyTorch throughput = {ratio:.2f} "
+                     f"(>1: kerasbert faster); model FLOPs per step {flops_per_step / 1e9:.1f} G")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", default=None, help="a HuggingFace BERT folder "
+                        "(config.json, model.safetensors); default: installed MiniLM-L6")
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
+    parser.add_argument("--jit_compile", action="store_true")
+    parser.add_argument("--mixed_precision", default="none",
+                        choices=["none", "mixed_float16", "mixed_bfloat16"])
+    parser.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    parser.add_argument("--torch_python", default=None, help="an interpreter with torch and "
+                        "transformers for the reference side")
+    parser.add_argument("--markdown", default=None, help="also write the table here")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "kerasbert":
+        return kerasbert_worker(args)
+
+    if args.checkpoint is None:
+        from kerasbert.model.checkpoints import default_checkpoint
+
+        args.checkpoint = default_checkpoint()
+        if args.checkpoint is None:
+            sys.exit("bench_training: no --checkpoint and the MiniLM-L6 package is not installed")
+    with open(os.path.join(args.checkpoint, "config.json")) as f:
+        config = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "batch.npz")
+        make_batch(data, config["vocab_size"], config["hidden_size"], args.batch_size,
+                   args.seq_length)
+        passed = [f"--{name}={getattr(args, name)}" for name in
+                  ("steps", "warmup", "mixed_precision", "gradient_accumulation_steps")]
+        reports = [run_side([sys.executable, os.path.abspath(__file__), "--worker=kerasbert",
+                             f"--data={data}", f"--checkpoint={args.checkpoint}", *passed,
+                             *(["--jit_compile"] if args.jit_compile else [])], "kerasbert")]
+        if args.torch_python:
+            reports.append(run_side(
+                [args.torch_python, os.path.join(ROOT, "tools", "bench_training_torch.py"),
+                 data, args.checkpoint, str(args.steps), str(args.warmup)], "PyTorch"))
+        else:
+            print("bench_training: no --torch_python: the PyTorch reference is skipped")
+    text = (f"{config['num_hidden_layers']}-layer BERT, hidden {config['hidden_size']}, batch "
+            f"{args.batch_size} × seq {args.seq_length}, full fine-tuning step; median of "
+            f"{args.steps} steps after {args.warmup} warm-up; {os.cpu_count()} CPUs visible\n\n"
+            + table(reports, model_flops_per_step(config, args.batch_size, args.seq_length),
+                    args.batch_size, args.seq_length))
+    for r in reports:
+        text += (f"\n{r['framework']}: first losses {', '.join(f'{x:.4f}' for x in r['losses'][:3])}"
+                 f"; step times {', '.join(f'{x:.2f}' for x in r['step_times'])} s")
+    print(text)
+    if args.markdown:
+        from kerasbert.io_utils import atomic_write_text
+
+        atomic_write_text(args.markdown, text + "\n")
+
+
+if __name__ == "__main__":
+    main()
