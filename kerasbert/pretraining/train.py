@@ -118,20 +118,19 @@ def make_trainer_class():
     class PretrainingTrainer(Trainer):
         """kerasbert's Trainer with the pre-training objective as its loss."""
 
-        def _replica_step(self, inputs, labels):
+        def _loss_and_gradients(self, inputs, labels, variables, scale, global_batch_size):
             import tensorflow as tf
 
-            variables = self.model.trainable_variables
             with tf.GradientTape() as tape:
                 outputs = self.model(inputs, training=True)
                 stats = objectives.statistics(self.model.objective, inputs, outputs)
-                # Replica gradients are summed by the optimizer: divide so they average.
-                loss = objectives.training_loss(stats) / self.strategy.num_replicas_in_sync
-            grads = tape.gradient(loss, variables)
-            pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
-            grads = self._clip([g for g, _ in pairs])
-            self.optimizer.apply(grads, [v for _, v in pairs])
-            return loss, tf.constant(0.0), tf.constant(1.0)
+                # This (micro-)batch's share of the step's global batch: the shared step
+                # sums the shares of micro-batches and replicas into the global mean.
+                share = (tf.cast(tf.shape(labels)[0], tf.float32)
+                         / tf.cast(global_batch_size, tf.float32))
+                loss = objectives.training_loss(stats) * share
+                scaled = loss if scale is None else loss * scale
+            return loss, tape.gradient(scaled, variables), tf.constant(0.0)
 
         def evaluate(self, dataset, max_steps):
             import tensorflow as tf
@@ -161,7 +160,6 @@ def make_trainer_class():
 def run_pretraining(config, show_progress=None):
     """Pre-trains and writes the output folder; returns the held-out metrics (a dict)."""
     import keras
-    import tensorflow as tf
 
     from kerasbert import distribute
     from kerasbert.model import checkpoints
@@ -196,10 +194,8 @@ def run_pretraining(config, show_progress=None):
             optimizer = create_optimizer(model.trainable_variables, config.learning_rate,
                                          config.num_train_steps, config.num_warmup_steps,
                                          config.weight_decay)
-        trainer = make_trainer_class()(model, "pretraining", strategy, optimizer)
-        if config.jit_compile:
-            trainer._train_step = tf.function(trainer._distributed_step, jit_compile=True,
-                                              reduce_retracing=True)
+        trainer = make_trainer_class()(model, "pretraining", strategy, optimizer,
+                                       jit_compile=config.jit_compile)
         os.makedirs(config.output_dir, exist_ok=True)
         atomic_write_json(os.path.join(config.output_dir, "pretrain_config.json"),
                           dataclasses.asdict(config))
