@@ -33,14 +33,19 @@ def atomic_write_json(path, obj):
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def write_history(path, rows):
-    """history.csv: one row per epoch; columns are the union of the rows' keys."""
+def atomic_write_csv(path, rows):
+    """A CSV of dict rows, whole or not at all; columns are the union of the rows' keys."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(path, buffer.getvalue())
+
+
+def write_history(path, rows):
+    """history.csv: one row per epoch."""
+    atomic_write_csv(path, rows)
 
 
 def read_history(path):

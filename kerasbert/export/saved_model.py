@@ -277,12 +277,20 @@ def load_run(run_dir, registry=None):
     configure_task(task, config)  # SQuAD's doc_stride, max_query_length, ... of the run
     kind_export(task)  # fails before the heavy work for kinds not exported yet
     sentence_pair = task.kind in (CLASSIFICATION, REGRESSION) and is_sentence_pair(task)
-    head_spec = registry.head(config.head or task.default_head)
+    model, tokenizer = rebuild_trained_model(run_dir, config, task, registry)
+    return LoadedRun(config, task, model, tokenizer, sentence_pair, run_dir)
+
+
+def rebuild_trained_model(run_dir, config, task, registry):
+    """(task model with the run's trained weights, its tokenizer), built as kerasbert.main
+    built it: the run's encoder/, head, head options and seed, then model.weights.h5."""
     # TensorFlow and keras-hub load only now: a wrong path fails in a blink.
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.model import checkpoints
     from kerasbert.model.builder import build_task_model, dummy_inputs
 
+    weights = os.path.join(run_dir, MODEL_WEIGHTS)
+    head_spec = registry.head(config.head or task.default_head)
     encoder = checkpoints.load_encoder(run_dir)
     tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
     model = build_task_model(task, head_spec, encoder.backbone, config.head_options, config.seed,
@@ -291,7 +299,7 @@ def load_run(run_dir, registry=None):
         model.load_weights(weights)
     except Exception as e:  # h5py / keras raise many types for a bad or mismatched file
         raise InputError(f"{at(weights)}cannot load the task model's weights: {e}") from None
-    return LoadedRun(config, task, model, tokenizer, sentence_pair, run_dir)
+    return model, tokenizer
 
 
 # --- Writing the SavedModel --------------------------------------------------------------

@@ -16,8 +16,6 @@ The runs must have been trained with --save_trajectory_every=N. A compared run (
 same task from --init_checkpoint=random) is drawn beside the first on the same scales.
 """
 
-import csv
-import io
 import os
 import sys
 import tempfile
@@ -26,7 +24,11 @@ import time
 from absl import flags
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_json, atomic_write_text, read_json_object
+from kerasbert.io_utils import (
+    atomic_write_csv,
+    atomic_write_json,
+    read_json_object,
+)
 
 MODES = ("1d", "2d", "trajectory", "layers", "rollback")
 FLAGS = flags.FlagValues()  # its own: the training flags (--data_dir, --seed …) stay apart
@@ -99,15 +101,6 @@ def _check_flags():
 
 def _slug(label):
     return "".join(c if c.isalnum() else "_" for c in label.lower()).strip("_")
-
-
-def write_csv(path, rows):
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buffer.getvalue())
 
 
 def write_npz(path, **arrays):
@@ -227,7 +220,7 @@ def write_results(results, output_dir):
         return written[-1]
 
     if all("1d" in r for r in results):
-        write_csv(out("1d.csv"), [{"run": r["label"], **row} for r in results for row in r["1d"]])
+        atomic_write_csv(out("1d.csv"), [{"run": r["label"], **row} for r in results for row in r["1d"]])
         plots.plot_1d({r["label"]: r["1d"] for r in results}, out("1d.png"))
     if all("2d" in r for r in results):
         rows, agreement = [], []
@@ -244,20 +237,20 @@ def write_results(results, output_dir):
                                  **{k: float(arrays[k][j, i]) for k in metric_keys}})
             agreement.append({"run": r["label"], **s["agreement"], **s["flatness"],
                               "points_per_second": round(s["points_per_second"], 4)})
-        write_csv(out("2d.csv"), rows)
-        write_csv(out("agreement.csv"), agreement)
+        atomic_write_csv(out("2d.csv"), rows)
+        atomic_write_csv(out("agreement.csv"), agreement)
         plots.plot_2d({r["label"]: r["2d"] for r in results}, out("2d.png"))
     if all("trajectory" in r for r in results):
-        write_csv(out("trajectory.csv"), [{"run": r["label"], **row} for r in results
+        atomic_write_csv(out("trajectory.csv"), [{"run": r["label"], **row} for r in results
                                           for row in r["trajectory"]])
         plots.plot_trajectory({r["label"]: r["trajectory"] for r in results},
                               out("trajectory.png"))
     if all("layers" in r for r in results):
-        write_csv(out("layers.csv"), [{"run": r["label"], **row} for r in results
+        atomic_write_csv(out("layers.csv"), [{"run": r["label"], **row} for r in results
                                       for row in r["layers"]])
         plots.plot_layers({r["label"]: r["layers"] for r in results}, out("layers.png"))
     if all("rollback" in r for r in results):
-        write_csv(out("rollback.csv"), [{"run": r["label"], **row} for r in results
+        atomic_write_csv(out("rollback.csv"), [{"run": r["label"], **row} for r in results
                                         for row in r["rollback"]])
         first = results[0]["rollback"][0]
         metric = "dev_accuracy" if "dev_accuracy" in first else next(

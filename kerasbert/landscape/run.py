@@ -49,7 +49,13 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
     split, read from `data_dir` (default: the run's own --data_dir, else the sample)."""
     from kerasbert import main as main_lib
     from kerasbert import plugins
-    from kerasbert.export.saved_model import MODEL_WEIGHTS, RUN_CONFIG, read_run_config
+    from kerasbert.config import configure_task
+    from kerasbert.export.saved_model import (
+        MODEL_WEIGHTS,
+        RUN_CONFIG,
+        read_run_config,
+        rebuild_trained_model,
+    )
     from kerasbert.landscape.trajectory import Trajectory
 
     if not os.path.isdir(run_dir):
@@ -70,21 +76,8 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
         raise InputError(f"--run_dir={run_dir}: a {task.kind} task ({task.name}); the landscape "
                          f"evaluates fixed samples of {', '.join(SUPPORTED_KINDS)} tasks "
                          "(span and tagging metrics need whole examples, not sampled rows)")
-    main_lib.configure_task(task, config)
-    head_spec = registry.head(config.head or task.default_head)
-
-    from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.model import checkpoints
-    from kerasbert.model.builder import build_task_model, dummy_inputs
-
-    encoder = checkpoints.load_encoder(run_dir)
-    tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
-    model = build_task_model(task, head_spec, encoder.backbone, config.head_options, config.seed,
-                             sample_inputs=dummy_inputs(task.kind, config.max_seq_length))
-    try:
-        model.load_weights(weights)
-    except Exception as e:  # noqa: BLE001 (h5py / keras raise many types for a bad file)
-        raise InputError(f"{at(weights)}cannot load the task model's weights: {e}") from None
+    configure_task(task, config)
+    model, tokenizer = rebuild_trained_model(run_dir, config, task, registry)
     trajectory.check_model(model)
     samples = {}
     for name, split, size in (("train", "train", train_sample),
