@@ -61,6 +61,8 @@ class RunConfig:
     mixed_precision: str = "none"
     jit_compile: bool = False
     gradient_accumulation_steps: int = 1
+    stream_train_data: str = "auto"
+    shuffle_buffer_size: int = 100_000
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -121,6 +123,9 @@ class RunConfig:
         need(self.train_batch_size is None
              or self.train_batch_size >= self.gradient_accumulation_steps,
              "gradient_accumulation_steps", "more micro-batches than examples in a batch")
+        need(self.stream_train_data in ("auto", "true", "false"), "stream_train_data",
+             "must be auto, true or false")
+        need(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be a positive integer")
         if self.data_dir is not None and not os.path.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")
         if self.vocab_file is not None and not os.path.isfile(self.vocab_file):

@@ -160,7 +160,7 @@ def execute(config, registry=None):
     import tensorflow as tf
 
     from kerasbert import distribute
-    from kerasbert.data import pipeline
+    from kerasbert.data import pipeline, streaming
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.model import builder, checkpoints
     from kerasbert.training import checkpointing, precision
@@ -200,10 +200,15 @@ def execute(config, registry=None):
         list(task.test_splits) if config.do_predict else [])
     features = {}
     for split in splits:
+        if split == "train" and streaming.should_stream(config, task):  # too big to hold
+            features[split] = streaming.stream_train_split(config, task, tokenizer)
+            _log(f"kerasbert: streaming the training file {features[split].path} "
+                 f"(shuffle buffer {config.shuffle_buffer_size} rows)")
+            continue
         examples = read_split(config, task, split)
         features[split] = task.featurize(examples, tokenizer, config.max_seq_length)
     with strategy.scope():
-        sample = next(iter(pipeline.make_dataset(next(iter(features.values())).inputs, None, 2)))
+        sample = next(iter(pipeline.dataset_of(next(iter(features.values())), 2)))
         model = builder.build_task_model(task, head_spec, backbone, config.head_options,
                                          config.seed, sample_inputs=sample[0])
     if config.feature_cache_dir:

@@ -29,6 +29,12 @@ def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token
          for k, v in inputs.items()}, labels))
     if shuffle_seed is not None:
         ds = ds.shuffle(count, seed=shuffle_seed, reshuffle_each_iteration=False)
+    return batch_rows(ds, batch_size, labels_per_token)
+
+
+def batch_rows(ds, batch_size, labels_per_token=False):
+    """A dataset of (inputs, label) rows -> batches trimmed to their longest sequence
+    (shared by the in-memory and the streamed training split, data/streaming.py)."""
 
     def trim_padding(inputs, labels):
         length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["padding_mask"], axis=-1)), 1)
@@ -39,3 +45,19 @@ def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token
 
     ds = ds.batch(batch_size).map(trim_padding, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def dataset_of(features, batch_size, shuffle_seed=None, labels_per_token=False):
+    """A split's batches, whether its arrays are in memory (Features) or it is streamed
+    from its file (data/streaming.StreamedFeatures)."""
+    if hasattr(features, "make_dataset"):
+        return features.make_dataset(batch_size, shuffle_seed, labels_per_token)
+    return make_dataset(features.inputs, features.labels, batch_size, shuffle_seed,
+                        labels_per_token)
+
+
+def num_rows(features):
+    """Feature rows of a split (not examples: a SQuAD example may give several)."""
+    if hasattr(features, "num_rows"):
+        return features.num_rows
+    return len(next(iter(features.inputs.values())))

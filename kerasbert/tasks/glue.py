@@ -113,6 +113,12 @@ class GlueTask(Task):
 
     def read_file(self, path: str, split: str) -> list[Example]:
         """Reads one TSV file as `split` (test splits are read without labels)."""
+        return list(self.iter_file(path, split))
+
+    def iter_file(self, path: str, split: str):
+        """The examples of one TSV file, one at a time, validated as they are read (what
+        --stream_train_data trains from, see kerasbert/data/streaming.py); the errors of
+        read_file, each raised when its line is reached."""
         lines = _read_lines(path)
         labelled = split not in self.test_splits
         if self.fixed_columns and labelled:
@@ -130,7 +136,7 @@ class GlueTask(Task):
                 f"{self.name} {split}; the header has: {', '.join(map(repr, header))}"
             )
         col = {name: header.index(name) for name in header}  # a repeated name: the first
-        examples, skipped = [], 0
+        count, skipped = 0, 0
         for number, line in lines:
             row = line.split("\t")
             if len(row) != len(header):
@@ -148,20 +154,18 @@ class GlueTask(Task):
             # guid: the official index where the file has one (test files always do), so
             # predictions can be written back by index; else the data row number.
             index = row[col[self.index_column]] if self.index_column in col else number - first_line
-            examples.append(
-                Example(
-                    guid=f"{split}-{index}",
-                    text_a=row[col[self.text_a]],
-                    text_b=row[col[self.text_b]] if self.text_b else None,
-                    label=label,
-                )
+            count += 1
+            yield Example(
+                guid=f"{split}-{index}",
+                text_a=row[col[self.text_a]],
+                text_b=row[col[self.text_b]] if self.text_b else None,
+                label=label,
             )
         if skipped:
             log.warning("%sskipped %d row(s) with missing fields, as the official %s readers do",
                         at(path), skipped, self.name.upper())
-        if not examples:
+        if not count:
             raise InputError(f"{at(path)}no examples in the {split} split")
-        return examples
 
     def _parse_label(self, value: str, path: str, line: int):
         if self.label_list is not None:

@@ -67,7 +67,8 @@ class SwagTask(Task):
         data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
         return os.path.join(data, "samples", "swag")
 
-    def read_examples(self, data_dir: str, split: str) -> list[ChoiceExample]:
+    def split_path(self, data_dir: str, split: str) -> str:
+        """`<data_dir>/<split>.csv` (val.csv for dev), which must exist."""
         if split not in FILES:
             raise InputError(f"swag: unknown split {split!r}; expected one of {', '.join(FILES)}")
         path = os.path.join(data_dir, FILES[split])
@@ -76,15 +77,24 @@ class SwagTask(Task):
             where = (f"{data_dir} has: {', '.join(names[:30]) or 'nothing'}" if names is not None
                      else f"the folder {data_dir} does not exist")
             raise InputError(f"{at(path)}no such file; {where}")
-        return self.read_file(path, split)
+        return path
+
+    def read_examples(self, data_dir: str, split: str) -> list[ChoiceExample]:
+        return self.read_file(self.split_path(data_dir, split), split)
 
     def read_file(self, path: str, split: str) -> list[ChoiceExample]:
         """Reads one SWAG-layout CSV as `split` (test splits are read without labels)."""
+        return list(self.iter_file(path, split))
+
+    def iter_file(self, path: str, split: str):
+        """The examples of one SWAG-layout CSV, one at a time, validated as they are read
+        (for --stream_train_data); the errors of read_file, each raised at its line."""
         labelled = split not in self.test_splits
-        records = _read_csv(path)
-        if not records:
+        records = _iter_csv(path)
+        first = next(records, None)
+        if first is None:
             raise InputError(f"{at(path)}empty file: expected a header row and examples")
-        _, header = records[0]
+        _, header = first
         header = [name.strip() for name in header]
         col = {name: i for i, name in reversed(list(enumerate(header)))}  # first one wins
         num_choices = _count_endings(header, path)
@@ -95,8 +105,8 @@ class SwagTask(Task):
                 f"{at(path, 1)}missing column(s) {', '.join(map(repr, missing))} for swag "
                 f"{split}; the header has: {', '.join(map(repr, header))}")
         id_column = next((c for c in ID_COLUMNS if c in col), None)
-        examples = []
-        for number, row in records[1:]:
+        count = 0
+        for number, row in records:
             if len(row) != len(header):
                 raise InputError(f"{at(path, number)}expected {len(header)} comma-separated "
                                  f"fields as in the header, found {len(row)}")
@@ -109,13 +119,13 @@ class SwagTask(Task):
             label = _parse_label(row[col[LABEL]], num_choices, path, number) if labelled else None
             # The official index where the file has one, else the data row number.
             example_id = (row[col[id_column]].strip() if id_column is not None
-                          else "") or str(len(examples))
-            examples.append(ChoiceExample(
+                          else "") or str(count)
+            count += 1
+            yield ChoiceExample(
                 guid=f"{split}-{example_id}", text_a=row[col[CONTEXT]].strip(), label=label,
-                endings=tuple(endings), example_id=example_id))
-        if not examples:
+                endings=tuple(endings), example_id=example_id)
+        if not count:
             raise InputError(f"{at(path)}no examples in the {split} split")
-        return examples
 
     def read_tfds(self, split: str, data_dir: str | None) -> list[ChoiceExample]:
         """Reads a split from a prepared TFDS `swag` dataset (no downloads here).
@@ -230,19 +240,18 @@ class SwagTask(Task):
 # ---- helpers ------------------------------------------------------------------------------
 
 
-def _read_csv(path: str) -> list[tuple[int, list[str]]]:
+def _iter_csv(path: str):
     """(line, fields) of each non-blank CSV record; `line` is where the record starts."""
     # Streamed: csv takes the lines one at a time (line ends kept, as newline="" would).
     reader = csv.reader(iter_utf8_lines(path, "SWAG"), strict=True)
-    records, line = [], 1
+    line = 1
     try:
         for row in reader:
             if row:  # csv yields [] for blank lines
-                records.append((line, row))
+                yield line, row
             line = reader.line_num + 1
     except csv.Error as e:
         raise InputError(f"{at(path, line)}malformed CSV record ({e})") from None
-    return records
 
 
 def _count_endings(header: list[str], path: str) -> int:

@@ -74,7 +74,7 @@ class PhaseRunner:
         self.phase_metrics_path = os.path.join(config.output_dir, "checkpoints", "phases.json")
         self.tensorboard_dir = os.path.join(config.output_dir, "tensorboard")
         self.writer = None  # made after a resume has trimmed the event files
-        self.rows = len(next(iter(train.inputs.values())))  # feature rows, not examples
+        self.rows = pipeline.num_rows(train)  # feature rows, not examples
         self.timer = Timer()
         self.trajectory = recorder_for(config, model)  # --save_trajectory_every (else None)
 
@@ -164,8 +164,8 @@ class PhaseRunner:
         stopped = phase.patience is not None and since_best >= phase.patience  # killed after
         for epoch in range(start.epoch, 0 if stopped else math.ceil(phase.num_epochs)):
             steps = min(per_epoch, total - epoch * per_epoch)
-            dataset = pipeline.make_dataset(
-                self.train.inputs, self.train.labels, config.train_batch_size,
+            dataset = pipeline.dataset_of(
+                self.train, config.train_batch_size,
                 shuffle_seed=config.seed + 1000 * index + epoch,
                 labels_per_token=self.task.kind == "tagging")
             # The epoch runs in pieces that end on multiples of --save_checkpoints_steps;
