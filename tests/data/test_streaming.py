@@ -1,0 +1,228 @@
+"""--stream_train_data: the streamed training split trains on the same batches as the
+in-memory one, resumes after a kill, and fails on bad input before anything is written."""
+
+import collections
+import csv
+import glob
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasbert import faults
+from kerasbert import main as main_lib
+from kerasbert.config import RunConfig
+from kerasbert.data import pipeline, streaming
+from kerasbert.data.tokenization import WordPieceTokenizer
+from kerasbert.errors import InputError
+from kerasbert.tasks import glue, squad, swag
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+VOCAB = str(ROOT / "kerasbert" / "data" / "uncased_vocab.txt")
+
+# 40 examples / batch 8 = 5 steps an epoch, 2 epochs, a checkpoint after every step.
+RUN = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
+       "max_seq_length": 32, "train_batch_size": 8, "eval_batch_size": 16,
+       "max_train_examples": 40, "max_eval_examples": 16, "num_train_epochs": 2.0,
+       "learning_rate": 1e-3, "seed": 5, "save_checkpoints_steps": 1}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return WordPieceTokenizer(VOCAB, do_lower_case=True)
+
+
+def _batches(dataset):
+    return [({k: v.numpy() for k, v in inputs.items()}, labels.numpy())
+            for inputs, labels in dataset]
+
+
+def _same_batches(got, want):
+    assert len(got) == len(want)
+    for (inputs, labels), (inputs_want, labels_want) in zip(got, want):
+        assert inputs.keys() == inputs_want.keys()
+        for k in inputs:
+            np.testing.assert_array_equal(inputs[k], inputs_want[k])
+        np.testing.assert_array_equal(labels, labels_want)
+
+
+@pytest.mark.parametrize("task", [glue.TASKS["sst2"], glue.TASKS["mrpc"], glue.TASKS["stsb"],
+                                  swag.SwagTask()], ids=lambda t: t.name)
+def test_a_buffer_as_large_as_the_split_gives_the_in_memory_batches(task, tokenizer):
+    path = task.split_path(task.sample_dir(), "train")
+    memory = task.featurize(task.read_file(path, "train"), tokenizer, 40)
+    rows = len(memory.labels)
+    # A generator chunk smaller than the split: rows cross chunk boundaries.
+    chunk, streaming.CHUNK = streaming.CHUNK, 64
+    try:
+        for buffer in (rows, 10 * rows):  # the buffer is min(buffer, rows) either way
+            streamed = streaming.StreamedFeatures(task, path, tokenizer, 40, buffer)
+            assert pipeline.num_rows(streamed) == len(streamed.examples) == rows
+            for seed in (7, 1042):
+                _same_batches(_batches(pipeline.dataset_of(streamed, 16, shuffle_seed=seed)),
+                              _batches(pipeline.dataset_of(memory, 16, shuffle_seed=seed)))
+        _same_batches(_batches(pipeline.dataset_of(streamed, 16)),  # unshuffled: file order
+                      _batches(pipeline.dataset_of(memory, 16)))
+    finally:
+        streaming.CHUNK = chunk
+
+
+def test_a_smaller_buffer_shuffles_locally_and_keeps_every_example(tokenizer):
+    task = glue.TASKS["sst2"]
+    path = task.split_path(task.sample_dir(), "train")
+    streamed = streaming.StreamedFeatures(task, path, tokenizer, 32, 16, limit=100)
+    memory = task.featurize(task.read_file(path, "train")[:100], tokenizer, 32)
+    assert len(streamed.examples) == 100
+    assert [e.guid for e in streamed.examples] == [e.guid for e in memory.examples]
+
+    def rows(batches):
+        return [tuple(ids[ids > 0]) + (int(label),) for inputs, labels in batches
+                for ids, label in zip(inputs["token_ids"], labels)]
+
+    want = rows(_batches(pipeline.dataset_of(memory, 8)))  # file order
+    for seed in (1, 2):
+        got = rows(_batches(pipeline.dataset_of(streamed, 8, shuffle_seed=seed)))
+        assert collections.Counter(got) == collections.Counter(want)  # each example once
+        assert got != want
+        # A buffer of 16: the k-th row out is one of the first k + 16 rows of the file.
+        first_seen = {row: i for i, row in reversed(list(enumerate(want)))}
+        assert all(first_seen[row] < k + 16 for k, row in enumerate(got))
+
+
+def test_when_a_run_streams(tmp_path, monkeypatch):
+    def config(**overrides):
+        return RunConfig(**{**RUN, "output_dir": str(tmp_path / "run"), **overrides})
+
+    sst2, squad_v1 = glue.TASKS["sst2"], squad.TASKS["squad_v1"]
+    assert not streaming.should_stream(config(), sst2)  # auto: the 160-row sample is small
+    monkeypatch.setattr(streaming, "AUTO_MIN_BYTES", 1000)
+    assert streaming.should_stream(config(), sst2)
+    assert not streaming.should_stream(config(stream_train_data="false"), sst2)
+    assert not streaming.should_stream(config(task="squad_v1"), squad_v1)  # auto: in memory
+    with pytest.raises(InputError, match=r"^--stream_train_data=true: the squad_v1 task reads "
+                                         r"its training file whole"):
+        streaming.should_stream(config(task="squad_v1", stream_train_data="true"), squad_v1)
+    with pytest.raises(InputError, match=r"^--stream_train_data=true: --feature_cache_dir"):
+        streaming.should_stream(config(stream_train_data="true",
+                                       feature_cache_dir=str(tmp_path)), sst2)
+    with pytest.raises(InputError, match=r"^--shuffle_buffer_size=0: must be a positive"):
+        config(shuffle_buffer_size=0)
+
+
+def test_a_training_file_changed_after_its_check_is_an_error(tmp_path, tokenizer):
+    task = glue.TASKS["sst2"]
+    path = tmp_path / "train.tsv"
+    path.write_text("sentence\tlabel\na good film\t1\na bad film\t0\n")
+    streamed = streaming.StreamedFeatures(task, str(path), tokenizer, 16, 10)
+    path.write_text("sentence\tlabel\na good film\t1\n")
+    with pytest.raises(InputError, match=r"train.tsv: changed since training started"):
+        streamed.make_dataset(2, shuffle_seed=1)
+
+
+# --- Whole runs ------------------------------------------------------------------------------
+
+def _config(out, **overrides):
+    return RunConfig(**{**RUN, "output_dir": str(out), **overrides})
+
+
+def _step_losses(out):
+    losses = {}
+    for path in glob.glob(str(out / "tensorboard" / "*tfevents*")):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for v in event.summary.value:
+                if v.tag == "train/loss":
+                    losses[event.step] = float(tf.make_ndarray(v.tensor))
+    return [losses[k] for k in sorted(losses)]
+
+
+def _history(out):
+    with open(out / "history.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def in_memory(tmp_path_factory):
+    """An uninterrupted in-memory run: (its metrics, its output folder)."""
+    out = tmp_path_factory.mktemp("memory") / "run"
+    return main_lib.execute(_config(out, stream_train_data="false")), out
+
+
+def _same_training(out, reference):
+    metrics, straight = reference
+    assert json.loads((out / "metrics.json").read_text()) == pytest.approx(metrics, abs=1e-6)
+    want = _step_losses(straight)
+    assert len(want) == 10
+    assert _step_losses(out) == pytest.approx(want, abs=1e-6)
+    assert [(r["step"], r["train_loss"], r["train_accuracy"]) for r in _history(out)] == [
+        (r["step"], r["train_loss"], r["train_accuracy"]) for r in _history(straight)]
+
+
+def test_a_streamed_run_trains_like_the_in_memory_run(tmp_path, in_memory, capsys,
+                                                      monkeypatch):
+    out = tmp_path / "run"
+    reached = []
+
+    def crash_point(name, before_kill=None):  # in-process stand-in for a SIGKILL at step 7
+        if name == "train_step":
+            reached.append(name)
+            if len(reached) == 7:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(faults, "crash_point", crash_point)
+    with pytest.raises(KeyboardInterrupt):
+        main_lib.execute(_config(out, stream_train_data="true"))
+    monkeypatch.undo()
+    capsys.readouterr()
+    main_lib.execute(_config(out, stream_train_data="true"))
+    log = capsys.readouterr().out
+    assert "kerasbert: streaming the training file" in log
+    assert "after epoch 1, step 1 into the next" in log  # the step-6 checkpoint
+    _same_training(out, in_memory)
+
+
+def _cli(out, kill_at=None, **extra):
+    flags = {**RUN, "stream_train_data": "true", **extra, "output_dir": out}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop(faults.ENV, None)
+    if kill_at:
+        env[faults.ENV] = kill_at
+    return subprocess.run([sys.executable, "-m", "kerasbert.main"]
+                          + [f"--{k}={v}" for k, v in flags.items()],
+                          check=False, capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.mark.large
+def test_a_streamed_run_sigkilled_mid_epoch_resumes_to_the_same_end(tmp_path, in_memory):
+    out = tmp_path / "run"
+    killed = _cli(out, "checkpoint:7")  # step 7: 2 steps into epoch 2
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    resumed = _cli(out)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming at phase 1, after epoch 1, step 2 into the next" in resumed.stdout
+    _same_training(out, in_memory)
+
+
+def test_a_bad_line_deep_in_a_streamed_file_fails_before_anything_is_written(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = ["sentence\tlabel"] + [f"row {i} is fine\t{i % 2}" for i in range(3000)]
+    rows[2500] = "row 2499 has a label\tpositive"  # line 2501, past the first chunks
+    (data / "train.tsv").write_text("\n".join(rows) + "\n")
+    sample = glue.TASKS["sst2"].sample_dir()
+    shutil.copy(os.path.join(sample, "dev.tsv"), data / "dev.tsv")
+    out = tmp_path / "run"
+    result = _cli(out, data_dir=data, max_train_examples=100)  # every line is still checked
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"kerasbert: error: {data / 'train.tsv'}:2501: label 'positive' is not a sst2 label; "
+        "expected one of 0, 1")
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
