@@ -11,9 +11,23 @@ resident memory (VmHWM, reset after the imports) above the memory after its impo
   featurize  featurize of the first --featurize_rows rows at max_seq_length 128, on top of
              their Examples (int32 token/segment/mask arrays: 1.5 KB a row, kept)
 Prints one JSON object per mode and a summary table.
+
+    python tools/bench_reader_memory.py --start_training --megabytes=1024 --memory_megabytes=100
+
+instead starts training (5 steps of a random 2-layer H=32 model at max_seq_length 128,
+batch 32, no evaluation) with `kerasbert.main.execute` from generated files, each run in a
+fresh process, and measures the same peak above the post-import RSS:
+  train_memory  --stream_train_data=false: Examples, then the padded feature arrays
+  train_stream  --stream_train_data=true: a counting pass, then a generator featurizing
+                1,024 rows at a time into a shuffle buffer of --shuffle_buffer_size rows
+  epoch_stream  no model: one whole shuffled epoch of the streamed batches (does memory
+                stay flat over an epoch? and how fast is reading + featurizing?)
+at 1 MB (the fixed cost of building and tracing the model), --memory_megabytes (all
+modes) and --megabytes (streamed only: in memory it would need ~80 times the file).
 """
 
 import argparse
+import csv
 import json
 import os
 import random
@@ -62,6 +76,64 @@ def peak_kb():
     return _status_kb("VmHWM")
 
 
+def measure_epoch(path, rows, shuffle_buffer_size):
+    """Peak RSS of one shuffled epoch of the streamed batches, without a model."""
+    from kerasbert.data import pipeline, streaming
+    from kerasbert.data.tokenization import WordPieceTokenizer
+    from kerasbert.tasks import glue
+
+    tokenizer = WordPieceTokenizer(os.path.join(ROOT, "kerasbert", "data", "uncased_vocab.txt"),
+                                   do_lower_case=True)
+    tokenizer.tokenize("warm up")
+    start = time.perf_counter()
+    base = reset_peak()
+    train = streaming.StreamedFeatures(glue.TASKS["sst2"], path, tokenizer, 128,
+                                       shuffle_buffer_size)
+    counted = time.perf_counter()
+    seen = sum(int(labels.shape[0]) for _, labels in
+               pipeline.dataset_of(train, 32, shuffle_seed=1))
+    assert seen == rows == train.num_rows, (seen, rows, train.num_rows)
+    return {"mode": "epoch_stream", "rows": rows,
+            "file_mb": round(os.path.getsize(path) / 2**20, 1),
+            "baseline_mb": round(base / 1024, 1),
+            "peak_above_baseline_mb": round((peak_kb() - base) / 1024, 1),
+            "counting_seconds": round(counted - start, 1),
+            "epoch_rows_per_second": round(rows / (time.perf_counter() - counted)),
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+def measure_training(mode, path, rows, shuffle_buffer_size, steps=5):
+    """Peak RSS of `execute` training `steps` steps from `path` (see the docstring)."""
+    import math
+    import shutil
+    import tempfile
+
+    from kerasbert import main as main_lib
+    from kerasbert.config import RunConfig
+    from kerasbert.data import pipeline, streaming  # noqa: F401  (imported before the baseline)
+
+    out = tempfile.mkdtemp(prefix="kerasbert_bench_train_")
+    per_epoch = math.ceil(rows / 32)
+    config = RunConfig(task="sst2", output_dir=os.path.join(out, "run"), train_file=path,
+                       init_checkpoint="random", model_size="2/32/2", max_seq_length=128,
+                       train_batch_size=32, learning_rate=1e-4, do_eval=False,
+                       num_train_epochs=(steps - 0.5) / per_epoch, save_checkpoints_steps=0,
+                       stream_train_data="true" if mode == "train_stream" else "false",
+                       shuffle_buffer_size=shuffle_buffer_size)
+    start = time.perf_counter()
+    base = reset_peak()
+    try:
+        main_lib.execute(config)
+        with open(os.path.join(out, "run", "history.csv")) as f:
+            trained_steps = int(list(csv.DictReader(f))[-1]["step"])
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return {"mode": mode, "rows": rows, "file_mb": round(os.path.getsize(path) / 2**20, 1),
+            "steps": trained_steps, "baseline_mb": round(base / 1024, 1),
+            "peak_above_baseline_mb": round((peak_kb() - base) / 1024, 1),
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
 def measure(mode, path, featurize_rows):
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.io_utils import iter_utf8_lines, read_utf8_text
@@ -97,12 +169,27 @@ def main():
     parser.add_argument("--megabytes", type=int, default=200)
     parser.add_argument("--featurize_rows", type=int, default=100_000)
     parser.add_argument("--path", default="/tmp/kerasbert_bench_reader/train.tsv")
+    parser.add_argument("--start_training", action="store_true",
+                        help="measure starting training, streamed and in memory")
+    parser.add_argument("--memory_megabytes", type=int, default=100,
+                        help="with --start_training: the file size of the in-memory runs")
+    parser.add_argument("--shuffle_buffer_size", type=int, default=100_000)
     parser.add_argument("--mode", help=argparse.SUPPRESS)  # one measurement (child process)
+    parser.add_argument("--rows", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.mode:
-        print(json.dumps(measure(args.mode, args.path, args.featurize_rows)))
+        if args.mode == "epoch_stream":
+            result = measure_epoch(args.path, args.rows, args.shuffle_buffer_size)
+        elif args.mode.startswith("train_"):
+            result = measure_training(args.mode, args.path, args.rows, args.shuffle_buffer_size)
+        else:
+            result = measure(args.mode, args.path, args.featurize_rows)
+        print(json.dumps(result))
         return
     os.makedirs(os.path.dirname(args.path), exist_ok=True)
+    if args.start_training:
+        start_training(args)
+        return
     rows = generate(args.path, args.megabytes)
     print(f"generated {args.path}: {os.path.getsize(args.path) / 2**20:.0f} MB, {rows} rows",
           flush=True)
@@ -122,6 +209,37 @@ def main():
         print(f"{r['mode']:10s} {r['rows']:9d} {mb:24.1f} {mb / r['file_mb']:12.2f} "
               f"{mb * 1024 / r['rows']:9.2f}")
     os.remove(args.path)
+
+
+def start_training(args):
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "CUDA_VISIBLE_DEVICES": ""}
+    plan = [(1, "train_memory"), (1, "train_stream"), (args.memory_megabytes, "train_memory"),
+            (args.memory_megabytes, "train_stream"), (args.memory_megabytes, "epoch_stream"),
+            (args.megabytes, "train_stream")]
+    results = []
+    for megabytes in dict.fromkeys(mb for mb, _ in plan):
+        path = os.path.join(os.path.dirname(args.path), f"train-{megabytes}mb.tsv")
+        started = time.perf_counter()
+        rows = generate(path, megabytes)
+        print(f"generated {path}: {os.path.getsize(path) / 2**20:.0f} MB, {rows} rows "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)
+        try:
+            for mode in [m for mb, m in plan if mb == megabytes]:
+                out = subprocess.run(
+                    [sys.executable, __file__, f"--mode={mode}", f"--path={path}",
+                     f"--rows={rows}", f"--shuffle_buffer_size={args.shuffle_buffer_size}"],
+                    check=True, capture_output=True, text=True, env=env)
+                results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                print(json.dumps(results[-1]), flush=True)
+        finally:
+            os.remove(path)
+    print(f"\n{'mode':13s} {'file MB':>8s} {'rows':>10s} {'peak MB above baseline':>23s} "
+          f"{'x file size':>12s} {'seconds':>8s}")
+    for r in results:
+        mb = r["peak_above_baseline_mb"]
+        print(f"{r['mode']:13s} {r['file_mb']:8.1f} {r['rows']:10d} {mb:23.1f} "
+              f"{mb / r['file_mb']:12.2f} {r['seconds']:8.1f}")
 
 
 if __name__ == "__main__":
