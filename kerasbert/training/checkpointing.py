@@ -48,7 +48,7 @@ class RunState:
     index holds a checksum of every tensor) and the previous one is used instead.
     """
 
-    def __init__(self, output_dir, model, optimizers):
+    def __init__(self, output_dir, model, optimizers, loss_scales=None):
         self.directory = os.path.join(output_dir, "checkpoints")
         self.model = model
         self.optimizers = list(optimizers.values())
@@ -67,7 +67,9 @@ class RunState:
         non_trainable = [v.value for v in model.non_trainable_variables]
         self.checkpoint = tf.train.Checkpoint(
             model=model, non_trainable=non_trainable, **self.variables,
-            **{f"optimizer_{name}": optimizer for name, optimizer in optimizers.items()})
+            **{f"optimizer_{name}": optimizer for name, optimizer in optimizers.items()},
+            # mixed_float16: each phase's dynamic loss scale (precision.DynamicLossScale)
+            **{f"loss_scale_{name}": scale for name, scale in (loss_scales or {}).items()})
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory,
                                                   max_to_keep=MAX_TO_KEEP)
 

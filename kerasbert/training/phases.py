@@ -25,7 +25,7 @@ from kerasbert.io_utils import (
     write_history,
 )
 from kerasbert.landscape.trajectory import recorder_for
-from kerasbert.training import checkpointing, losses, optimization
+from kerasbert.training import checkpointing, losses, optimization, precision
 from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
 
 
@@ -68,7 +68,12 @@ class PhaseRunner:
                     weight_decay=config.weight_decay)
                 optimizer.build(model.trainable_variables)
                 self.optimizers[phase.name] = optimizer
-        self.state = checkpointing.RunState(config.output_dir, model, self.optimizers)
+            # mixed_float16: one loss scale per phase, as each phase's Trainer would make,
+            # but made here so that the run's checkpoints hold it.
+            self.loss_scales = ({phase.name: precision.DynamicLossScale() for phase in self.phases}
+                                if model.dtype_policy.compute_dtype == "float16" else {})
+        self.state = checkpointing.RunState(config.output_dir, model, self.optimizers,
+                                            self.loss_scales)
         self.history_path = os.path.join(config.output_dir, "history.csv")
         self.best_head_path = os.path.join(config.output_dir, "checkpoints", "best_head.npz")
         self.phase_metrics_path = os.path.join(config.output_dir, "checkpoints", "phases.json")
@@ -147,6 +152,8 @@ class PhaseRunner:
         self.model.set_backbone_trainable(phase.train_backbone)
         trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer,
                           **trainer_options(config))
+        if trainer.loss_scale is not None:  # before the step is traced, which reads it
+            trainer.loss_scale = self.loss_scales[phase.name]
         per_epoch, total = self.steps[index]
         step_offset = sum(t for _, t in self.steps[:index])  # a global step for TensorBoard
         best, since_best, metrics = start.best, start.since_best, {}

@@ -26,11 +26,14 @@ def all_finite(grads):
     return tf.cast(tf.reduce_all(tf.stack(finite)), tf.float32)
 
 
-class DynamicLossScale:
+class DynamicLossScale(tf.Module):
     """Keras LossScaleOptimizer's rule, for a loop that clips between unscale and apply:
-    start at 2**15, halve on overflow, double after `growth_steps` finite steps."""
+    start at 2**15, halve on overflow, double after `growth_steps` finite steps.
+    A tf.Module, so a run's checkpoint holds the scale and a resumed run goes on with it
+    (training/phases.py) instead of overflowing its way down from 2**15 again."""
 
     def __init__(self, initial_scale=2.0**15, growth_steps=2000):
+        super().__init__(name="dynamic_loss_scale")
         self.growth_steps = growth_steps
         # Every replica computes the same update, so the first replica's is kept.
         first = tf.VariableAggregation.ONLY_FIRST_REPLICA
