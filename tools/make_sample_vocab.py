@@ -78,8 +78,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "samples.txt")
         with open(corpus, "w", encoding="utf-8") as f:
-            for sentence in sample_sentences():
-                f.write(" ".join(sentence.split()) + "\n\n")  # one sentence per document
+            f.writelines(" ".join(sentence.split()) + "\n\n"  # one sentence per document
+                         for sentence in sample_sentences())
         size = learn_vocab([corpus], args.vocab_size, True, args.out)
     print(f"make_sample_vocab: {size} tokens in {args.out}")
 
