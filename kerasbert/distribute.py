@@ -73,13 +73,32 @@ def is_chief_task(task_type, task_id, cluster):
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
 
 
-def worker_output_dir(strategy, output_dir):
+def worker_output_dir(strategy, output_dir, resume=True):
     """Where this process writes: `output_dir` for the chief; for any other worker a fresh
     temporary folder (it still runs every save, whose collectives need all workers),
-    removed with `discard_worker_output`."""
+    removed with `discard_worker_output`.
+
+    With `resume`, a worker starts from the chief's checkpoints when `output_dir` holds
+    them (a shared file system, as TF's multi-worker training assumes): they are linked
+    (or copied) into its folder, so every worker restores the same state the chief does.
+    """
     if is_chief(strategy):
         return output_dir
-    return tempfile.mkdtemp(prefix="kerasbert-worker-")
+    folder = tempfile.mkdtemp(prefix="kerasbert-worker-")
+    from kerasbert.training.checkpointing import CHECKPOINT_DIR
+
+    chief_checkpoints = os.path.join(output_dir, CHECKPOINT_DIR)
+    if resume and os.path.isdir(chief_checkpoints):
+        shutil.copytree(chief_checkpoints, os.path.join(folder, CHECKPOINT_DIR),
+                        copy_function=_link_or_copy)
+    return folder
+
+
+def _link_or_copy(source, destination):
+    try:
+        os.link(source, destination)  # no copy of the weights when on the same file system
+    except OSError:
+        shutil.copy2(source, destination)
 
 
 def discard_worker_output(strategy, output_dir):

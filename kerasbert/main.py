@@ -186,7 +186,8 @@ def execute(config, registry=None):
     if not distribute.is_chief(strategy):  # multi_worker: only the chief writes the outputs
         config = dataclasses.replace(config, export_dir=None, overwrite_output_dir=True,
                                      output_dir=distribute.worker_output_dir(
-                                         strategy, config.output_dir))
+                                         strategy, config.output_dir,
+                                         resume=not config.overwrite_output_dir))
     keras.utils.set_random_seed(config.seed)
     if config.deterministic:  # process-wide and cannot be undone; CPU runs need no switch
         tf.config.experimental.enable_op_determinism()

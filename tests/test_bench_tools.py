@@ -30,3 +30,83 @@ def test_padding_benchmark_gives_identical_results_both_ways(tmp_path):
     # Each variant is a full run in its own folder.
     assert (out / "max_length" / "metrics.json").exists()
     assert (out / "per_batch" / "metrics.json").exists()
+
+
+def _load_tool(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _report(framework, steps, loaded=5.0, first=9.0, rss=100.0):
+    return {"framework": framework, "step_times": steps, "loaded_seconds": loaded,
+            "first_step_seconds": first, "matmul_flops": 100e9, "peak_rss_mb": rss}
+
+
+def test_training_benchmark_pools_rounds_and_compares_with_pytorch():
+    bench = _load_tool("bench_training")
+    xla = bench.merge_rounds([_report("kb xla", [2.0, 2.2], first=9.0, rss=300),
+                              _report("kb xla", [1.8, 2.0], first=11.0, rss=200)])
+    torch = bench.merge_rounds([_report("torch", [2.5, 2.5]), _report("torch", [2.0, 2.2])])
+    assert xla["step_times"] == [2.0, 2.2, 1.8, 2.0] and xla["round_steps"] == [2.1, 1.9]
+    assert xla["first_step_seconds"] == 10.0 and xla["peak_rss_mb"] == 300
+    text = bench.table({"xla": xla, "pytorch": torch}, flops_per_step=100e9, batch_size=32,
+                       seq_length=128)
+    rows = [line for line in text.splitlines() if line.startswith("| kb xla")]
+    # median step 2.0 s: 16 examples/s, 2048 tokens/s, 50 GFLOP/s = 50% of 100; 1st step 5 s
+    assert rows == ["| kb xla | 2.000 | 16.0 | 2048 | 50.0 | 50% of 100 | 300 | 5.0 | 5.0 |"]
+    # PyTorch's median step is 2.35 s: 2.35 / 2.0; per round 2.5/2.1 and 2.1/1.9
+    assert ("kerasbert xla throughput / PyTorch throughput = 1.18 (>1: kerasbert faster; "
+            "per round: 1.19, 1.11)") in text
+
+
+@pytest.mark.large
+def test_training_benchmark_runs_both_kerasbert_variants_on_a_tiny_checkpoint(tmp_path):
+    import json
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    hidden, layers, inner, vocab, positions = 16, 1, 32, 1100, 16
+    rng = np.random.default_rng(0)
+    shapes = {"embeddings.word_embeddings.weight": (vocab, hidden),
+              "embeddings.position_embeddings.weight": (positions, hidden),
+              "embeddings.token_type_embeddings.weight": (2, hidden),
+              "pooler.dense.weight": (hidden, hidden), "pooler.dense.bias": (hidden,)}
+    for name in ("embeddings.LayerNorm", "encoder.layer.0.attention.output.LayerNorm",
+                 "encoder.layer.0.output.LayerNorm"):
+        shapes.update({f"{name}.weight": (hidden,), f"{name}.bias": (hidden,)})
+    p = "encoder.layer.0."
+    for name, n_in, n_out in [(p + "attention.self.query", hidden, hidden),
+                              (p + "attention.self.key", hidden, hidden),
+                              (p + "attention.self.value", hidden, hidden),
+                              (p + "attention.output.dense", hidden, hidden),
+                              (p + "intermediate.dense", hidden, inner),
+                              (p + "output.dense", inner, hidden)]:
+        shapes.update({f"{name}.weight": (n_out, n_in), f"{name}.bias": (n_out,)})
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    save_file({k: (0.1 * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()},
+              str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "bert", "vocab_size": vocab, "hidden_size": hidden,
+        "num_hidden_layers": layers, "num_attention_heads": 2, "intermediate_size": inner,
+        "max_position_embeddings": positions, "type_vocab_size": 2, "hidden_act": "gelu"}))
+    (folder / "vocab.txt").write_text("".join(f"[unused{i}]\n" for i in range(vocab)))
+    out = tmp_path / "bench.md"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "bench_training.py"),
+         f"--checkpoint={folder}", "--variants=plain,xla", "--rounds=2", "--steps=2",
+         "--warmup=1", "--batch_size=4", "--seq_length=16", f"--markdown={out}"],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = out.read_text()
+    assert "2 round(s) × 2 steps after 1 warm-up" in table
+    rows = [line.split("|") for line in table.splitlines() if line.startswith("| kerasbert")]
+    assert [("XLA" in r[1]) for r in rows] == [False, True]
+    assert all(float(r[2]) > 0 and float(r[9]) > 0 for r in rows)  # step and first-step times
+    assert "no --torch_python" in result.stdout

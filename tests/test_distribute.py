@@ -155,3 +155,54 @@ def test_batch_description_names_global_and_per_replica_sizes():
     assert distribute.describe_batch(strategy, 32) == "global batch 32 = 1 replica(s) × 32"
     assert distribute.describe_batch(strategy, 32, 4) == (
         "global batch 32 = 1 replica(s) × 32, each as 4 micro-batches of 8")
+
+
+def _run_two_workers(tmp_path, tag, output_dir, extra_env=None, extra_args=()):
+    """Runs the 2-worker CLI (both workers given the same --output_dir, as on a shared
+    file system); returns [(returncode, stdout, stderr)] and the weights files."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    processes, weights = [], []
+    for index in range(2):
+        temp = tmp_path / f"{tag}-tmp{index}"
+        temp.mkdir()
+        env = {"TF_CONFIG": json.dumps({"cluster": cluster,
+                                        "task": {"type": "worker", "index": index}}),
+               "TMPDIR": str(temp), **(extra_env or {})}
+        args = ["--task=sst2", "--init_checkpoint=random", "--model_size=2/32/2",
+                "--max_seq_length=32", "--train_batch_size=8", "--max_train_examples=32",
+                "--max_eval_examples=16", "--num_train_epochs=2", "--dropout=0.1",
+                "--save_checkpoints_steps=2", "--distribution_strategy=multi_worker",
+                "--seed=5", f"--output_dir={output_dir}", *extra_args]
+        weights.append(tmp_path / f"{tag}-weights{index}.npz")
+        code = WORKER.replace("sys.argv[1]", repr(str(weights[-1])))
+        processes.append(_python(code.replace("*sys.argv[2:]", ", ".join(map(repr, args))),
+                                 env=env))
+    try:
+        results = [(p.communicate(timeout=300), p.returncode) for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+    return [(code, out, err) for (out, err), code in results], weights
+
+
+@pytest.mark.large
+def test_two_workers_killed_mid_run_resume_from_the_chiefs_checkpoint(tmp_path):
+    reference, reference_weights = _run_two_workers(tmp_path, "whole", tmp_path / "whole")
+    assert all(code == 0 for code, _, _ in reference), reference[0][2][-3000:]
+    # Both workers die by SIGKILL right after the second checkpoint (step 4 of 8) ...
+    killed, _ = _run_two_workers(tmp_path, "killed", tmp_path / "run",
+                                 extra_env={"KERASBERT_TEST_KILL_AT": "checkpoint:2"})
+    assert [code for code, _, _ in killed] == [-9, -9], killed[0][2][-3000:]
+    assert not (tmp_path / "run" / "metrics.json").exists()
+    # ... and the same command again continues from it on both workers.
+    resumed, resumed_weights = _run_two_workers(tmp_path, "resumed", tmp_path / "run")
+    assert all(code == 0 for code, _, _ in resumed), resumed[1][2][-3000:]
+    assert "resuming at phase 1" in resumed[0][1] + resumed[0][2]
+    assert "resuming at phase 1" in resumed[1][1] + resumed[1][2]
+    whole = np.load(reference_weights[0])
+    for path in resumed_weights:  # both workers end where the uninterrupted run ended
+        ended = np.load(path)
+        for name in whole.files:
+            np.testing.assert_allclose(ended[name], whole[name], rtol=0, atol=1e-6)
+    assert (json.loads((tmp_path / "run" / "metrics.json").read_text())
+            == json.loads((tmp_path / "whole" / "metrics.json").read_text()))

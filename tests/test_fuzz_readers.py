@@ -34,9 +34,8 @@ FIELD = st.lists(st.one_of(st.sampled_from(list(NASTY)), st.sampled_from(WORDS),
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return WordPieceTokenizer(os.path.join(os.path.dirname(glue.__file__), "..", "data",
-                                           "uncased_vocab.txt"), do_lower_case=True)
+def tokenizer(uncased_vocab):
+    return WordPieceTokenizer(uncased_vocab, do_lower_case=True)
 
 
 @pytest.fixture(scope="module")

@@ -39,8 +39,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+def _vocab():
+    """BERT's uncased vocabulary when the MiniLM package is installed (the measured runs),
+    else the bundled sample vocabulary."""
+    sys.path.insert(0, ROOT)
+    from kerasbert.model.checkpoints import default_vocab
+
+    return default_vocab()
+
+
 def generate(path, megabytes, seed=0):
-    vocab = os.path.join(ROOT, "kerasbert", "data", "uncased_vocab.txt")
+    vocab = _vocab()
     with open(vocab, encoding="utf-8") as f:
         words = [w for w in f.read().split() if w.isalpha() and w.isascii()]
     rng = random.Random(seed)
@@ -82,8 +91,7 @@ def measure_epoch(path, rows, shuffle_buffer_size):
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.tasks import glue
 
-    tokenizer = WordPieceTokenizer(os.path.join(ROOT, "kerasbert", "data", "uncased_vocab.txt"),
-                                   do_lower_case=True)
+    tokenizer = WordPieceTokenizer(_vocab(), do_lower_case=True)
     tokenizer.tokenize("warm up")
     start = time.perf_counter()
     base = reset_peak()
@@ -142,8 +150,7 @@ def measure(mode, path, featurize_rows):
     task = glue.TASKS["sst2"]
     tokenizer = None
     if mode == "featurize":
-        tokenizer = WordPieceTokenizer(os.path.join(ROOT, "kerasbert", "data",
-                                                    "uncased_vocab.txt"), do_lower_case=True)
+        tokenizer = WordPieceTokenizer(_vocab(), do_lower_case=True)
         tokenizer.tokenize("warm up")
     start = time.perf_counter()
     base = reset_peak()

@@ -22,8 +22,9 @@ from kerasbert.data.tokenization import WordPieceTokenizer  # noqa: E402
 from kerasbert.heads.span import PADDING_LOGIT  # noqa: E402
 from kerasbert.tasks import squad  # noqa: E402
 
-VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                     "kerasbert", "data", "uncased_vocab.txt")
+from kerasbert.model.checkpoints import default_vocab  # noqa: E402
+
+VOCAB = default_vocab()  # BERT's uncased vocabulary when the MiniLM package is installed
 
 
 def median_seconds(fn, repeats):

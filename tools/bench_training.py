@@ -4,12 +4,15 @@ Same weights (the MiniLM-L6 safetensors by default; the classifier from one seed
 initialisation), same batch (random word pieces filling every position), same step:
 forward, cross-entropy, backward, global-norm clip 1.0, AdamW. Each framework runs in its
 own process (so peak memory is its own), one after the other (so they do not share the
-cores). Prints one table: median step time, examples/s, tokens/s, model FLOP/s against a
-dense float32 matmul measured in the same process, peak RSS, and the time from process
-start to the model being loaded and from there to the end of the first step.
+cores); with --rounds=N the sides alternate N times, so that load from other jobs falls on
+both. kerasbert runs as each of --variants: `plain` (the graph-mode step) and `xla`
+(--jit_compile). Prints one table: median step time, examples/s, tokens/s, model FLOP/s
+against a dense float32 matmul measured in the same process, peak RSS, and the time from
+process start to the model being loaded and from there to the end of the first step; then
+each variant's throughput against PyTorch's, per round and overall.
 
-    python tools/bench_training.py --torch_python=/work/venv-torch/bin/python
-    python tools/bench_training.py --jit_compile --mixed_precision=mixed_bfloat16  # a GPU
+    python tools/bench_training.py --rounds=3 --torch_python=/work/venv-torch/bin/python
+    python tools/bench_training.py --variants=xla --mixed_precision=mixed_bfloat16  # a GPU
 
 The PyTorch side needs an interpreter with torch and transformers (never a kerasbert
 dependency; see README, Speed); without --torch_python it is skipped with a message.
@@ -126,13 +129,30 @@ def run_side(command, label):
     return report
 
 
-def table(reports, flops_per_step, batch_size, seq_length):
+def _median(values):
+    return float(np.median(values))
+
+
+def merge_rounds(reports):
+    """One report per side from its rounds: all timed steps pooled (their median is the
+    row's), start-up times as medians, the peak memory as the maximum."""
+    merged = dict(reports[0])
+    merged["step_times"] = [t for r in reports for t in r["step_times"]]
+    for key in ("loaded_seconds", "first_step_seconds", "matmul_flops"):
+        merged[key] = _median([r[key] for r in reports])
+    merged["peak_rss_mb"] = max(r["peak_rss_mb"] for r in reports)
+    merged["round_steps"] = [_median(r["step_times"]) for r in reports]
+    return merged
+
+
+def table(sides, flops_per_step, batch_size, seq_length):
+    """`sides`: {label: merged report}; the PyTorch side, if any, is labelled "pytorch"."""
     header = ("| framework | step s (median) | examples/s | tokens/s | model GFLOP/s | "
               "% of matmul GFLOP/s | peak RSS MB | start → model loaded s | "
               "model loaded → 1st step done s |")
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
-    for r in reports:
-        step = float(np.median(r["step_times"]))
+    for r in sides.values():
+        step = _median(r["step_times"])
         achieved = flops_per_step / step
         lines.append(
             f"| {r['framework']} | {step:.3f} | {batch_size / step:.1f} | "
@@ -140,10 +160,18 @@ def table(reports, flops_per_step, batch_size, seq_length):
             f"{100 * achieved / r['matmul_flops']:.0f}% of {r['matmul_flops'] / 1e9:.0f} | "
             f"{r['peak_rss_mb']:.0f} | {r['loaded_seconds']:.1f} | "
             f"{r['first_step_seconds'] - r['loaded_seconds']:.1f} |")
-    if len(reports) == 2:
-        ratio = np.median(reports[1]["step_times"]) / np.median(reports[0]["step_times"])
-        lines.append(f"\nkerasbert throughput / PyTorch throughput = {ratio:.2f} "
-                     f"(>1: kerasbert faster); model FLOPs per step {flops_per_step / 1e9:.1f} G")
+    reference = sides.get("pytorch")
+    if reference is not None:
+        lines.append("")
+        for label, r in sides.items():
+            if label == "pytorch":
+                continue
+            ratio = _median(reference["step_times"]) / _median(r["step_times"])
+            per_round = ", ".join(f"{t / k:.2f}" for k, t in zip(r["round_steps"],
+                                                                  reference["round_steps"]))
+            lines.append(f"kerasbert {label} throughput / PyTorch throughput = {ratio:.2f} "
+                         f"(>1: kerasbert faster; per round: {per_round})")
+        lines.append(f"model FLOPs per step {flops_per_step / 1e9:.1f} G")
     return "\n".join(lines) + "\n"
 
 
@@ -155,7 +183,11 @@ def main():
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
-    parser.add_argument("--jit_compile", action="store_true")
+    parser.add_argument("--variants", default="plain,xla",
+                        help="kerasbert steps to time: plain (graph mode), xla (--jit_compile)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate the sides this many times (robust to other load)")
+    parser.add_argument("--jit_compile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mixed_precision", default="none",
                         choices=["none", "mixed_float16", "mixed_bfloat16"])
     parser.add_argument("--gradient_accumulation_steps", type=int, default=1)
@@ -182,21 +214,31 @@ def main():
                    args.seq_length)
         passed = [f"--{name}={getattr(args, name)}" for name in
                   ("steps", "warmup", "mixed_precision", "gradient_accumulation_steps")]
-        reports = [run_side([sys.executable, os.path.abspath(__file__), "--worker=kerasbert",
-                             f"--data={data}", f"--checkpoint={args.checkpoint}", *passed,
-                             *(["--jit_compile"] if args.jit_compile else [])], "kerasbert")]
-        if args.torch_python:
-            reports.append(run_side(
-                [args.torch_python, os.path.join(ROOT, "tools", "bench_training_torch.py"),
-                 data, args.checkpoint, str(args.steps), str(args.warmup)], "PyTorch"))
-        else:
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        unknown = sorted(set(variants) - {"plain", "xla"})
+        if unknown or not variants:
+            sys.exit(f"bench_training: --variants={args.variants}: use plain and/or xla")
+        rounds = {}
+        for _ in range(args.rounds):
+            for variant in variants:
+                rounds.setdefault(variant, []).append(run_side(
+                    [sys.executable, os.path.abspath(__file__), "--worker=kerasbert",
+                     f"--data={data}", f"--checkpoint={args.checkpoint}", *passed,
+                     *(["--jit_compile"] if variant == "xla" else [])], "kerasbert"))
+            if args.torch_python:
+                rounds.setdefault("pytorch", []).append(run_side(
+                    [args.torch_python, os.path.join(ROOT, "tools", "bench_training_torch.py"),
+                     data, args.checkpoint, str(args.steps), str(args.warmup)], "PyTorch"))
+        if not args.torch_python:
             print("bench_training: no --torch_python: the PyTorch reference is skipped")
+    sides = {label: merge_rounds(reports) for label, reports in rounds.items()}
     text = (f"{config['num_hidden_layers']}-layer BERT, hidden {config['hidden_size']}, batch "
             f"{args.batch_size} × seq {args.seq_length}, full fine-tuning step; median of "
-            f"{args.steps} steps after {args.warmup} warm-up; {os.cpu_count()} CPUs visible\n\n"
-            + table(reports, model_flops_per_step(config, args.batch_size, args.seq_length),
+            f"{args.rounds} round(s) × {args.steps} steps after {args.warmup} warm-up; "
+            f"{os.cpu_count()} CPUs visible\n\n"
+            + table(sides, model_flops_per_step(config, args.batch_size, args.seq_length),
                     args.batch_size, args.seq_length))
-    for r in reports:
+    for r in sides.values():
         text += (f"\n{r['framework']}: first losses {', '.join(f'{x:.4f}' for x in r['losses'][:3])}"
                  f"; step times {', '.join(f'{x:.2f}' for x in r['step_times'])} s")
     print(text)

@@ -41,7 +41,9 @@ ENCODER_CONFIG = "encoder_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 VOCAB = "vocab.txt"
 PRESET_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
-BUNDLED_VOCAB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "uncased_vocab.txt")
+# Learned from the bundled samples by tools/make_sample_vocab.py (1,371 word pieces): the
+# vocabulary of random-init encoders when the MiniLM package is not installed.
+SAMPLE_VOCAB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "sample_vocab.txt")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +73,14 @@ def default_checkpoint():
     if all(os.path.isfile(os.path.join(folder, f)) for f in needed):
         return folder
     return None
+
+
+def default_vocab():
+    """The vocabulary of random-init encoders: BERT's uncased WordPiece vocabulary (30,522
+    pieces) as the MiniLM package ships it, so a random model reads text exactly like the
+    pre-trained default; without that package, the project's small sample vocabulary."""
+    folder = default_checkpoint()
+    return os.path.join(folder, VOCAB) if folder else SAMPLE_VOCAB
 
 
 def load_encoder(path, dropout=None):
@@ -110,9 +120,9 @@ def load_encoder(path, dropout=None):
 
 def random_encoder(model_size, vocab_file=None, do_lower_case=None, max_position=512, dropout=0.1, seed=None,
                    causal=False):
-    """A randomly initialised encoder, by default on BERT's uncased vocabulary (`causal`:
+    """A randomly initialised encoder, by default on `default_vocab()` (`causal`:
     left-to-right attention, see BertEncoder)."""
-    vocab_file = vocab_file or BUNDLED_VOCAB
+    vocab_file = vocab_file or default_vocab()
     tokens = _read_vocab(vocab_file)
     if do_lower_case is None:
         do_lower_case = _vocab_is_uncased(tokens)

@@ -17,6 +17,7 @@ from kerasbert.errors import InputError, TrainingError, at
 # Two complete checkpoints: a newest one torn by a kill (or a full disk) falls back to the
 # one before it.
 MAX_TO_KEEP = 2
+CHECKPOINT_DIR = "checkpoints"  # in --output_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +50,7 @@ class RunState:
     """
 
     def __init__(self, output_dir, model, optimizers, loss_scales=None):
-        self.directory = os.path.join(output_dir, "checkpoints")
+        self.directory = os.path.join(output_dir, CHECKPOINT_DIR)
         self.model = model
         self.optimizers = list(optimizers.values())
         self.restored_from = None

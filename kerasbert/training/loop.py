@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from kerasbert.errors import TrainingError
 from kerasbert.tasks import base
-from kerasbert.training import losses, precision
+from kerasbert.training import losses, precision, xla_dropout
 
 
 class NonFiniteLossError(TrainingError):
@@ -50,7 +50,7 @@ class Trainer:
                 self.loss_scale = precision.DynamicLossScale()
         # Without XLA the replica function is simply traced into the step (no nested
         # tf.function, whose call boundary costs tracing time and graph optimisations).
-        self._gradients = (tf.function(self._replica_gradients, jit_compile=True,
+        self._gradients = (tf.function(self._xla_replica_gradients, jit_compile=True,
                                        reduce_retracing=True)
                            if jit_compile else self._replica_gradients)
         self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
@@ -129,6 +129,13 @@ class Trainer:
         count = tf.cast(tf.shape(labels)[0], tf.float32)
         return loss, correct, count, grads
 
+    def _xla_replica_gradients(self, inputs, labels, scale=None):
+        # On CPUs, XLA's default random-number path makes dropout ~18% of the step:
+        # draw the masks with ThreeFry there (kerasbert/training/xla_dropout.py).
+        on_cpu = all("CPU" in d.upper() for d in self.strategy.extended.worker_devices)
+        with xla_dropout.threefry_dropout(on_cpu):
+            return self._replica_gradients(inputs, labels, scale)
+
     def _apply(self, grads):
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
         self.optimizer.apply(self._clip([g for g, _ in pairs]), [v for _, v in pairs])
@@ -160,8 +167,10 @@ class Trainer:
         bar = keras.utils.Progbar(num_steps, stateful_metrics=["lr"]) if show_progress else None
         total, steps, correct, seen = 0.0, 0, 0.0, 0
         if self.length_multiple > 1:
+            limit = getattr(getattr(self.model, "backbone", None), "max_sequence_length", None)
             dataset = dataset.map(lambda x, y: pad_to_multiple(
-                x, y, self.length_multiple, labels_per_token=self.kind == base.TAGGING))
+                x, y, self.length_multiple, labels_per_token=self.kind == base.TAGGING,
+                max_length=limit))
         batches = self.strategy.experimental_distribute_dataset(dataset)
         if self.length_multiple == 1:
             # One trace for every batch length (the spec's length is None), instead of one
@@ -208,11 +217,14 @@ class Trainer:
 XLA_LENGTH_MULTIPLE = 32
 
 
-def pad_to_multiple(inputs, labels, multiple, labels_per_token=False):
-    """Right-pads a batch's sequence axis to a multiple of `multiple`: masked positions
-    (padding_mask 0, tagging label -1) that change no result."""
+def pad_to_multiple(inputs, labels, multiple, labels_per_token=False, max_length=None):
+    """Right-pads a batch's sequence axis to a multiple of `multiple`, but not beyond
+    `max_length` (the encoder's position table): masked positions (padding_mask 0,
+    tagging label -1) that change no result."""
     length = tf.shape(inputs["token_ids"])[-1]
     missing = (multiple - length % multiple) % multiple
+    if max_length is not None:
+        missing = tf.minimum(missing, tf.maximum(max_length - length, 0))
 
     def pad(t, value=0):
         widths = [[0, 0]] * (len(t.shape) - 1) + [[0, missing]]

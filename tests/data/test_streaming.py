@@ -24,7 +24,6 @@ from kerasbert.errors import InputError
 from kerasbert.tasks import glue, squad, swag
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-VOCAB = str(ROOT / "kerasbert" / "data" / "uncased_vocab.txt")
 
 # 40 examples / batch 8 = 5 steps an epoch, 2 epochs, a checkpoint after every step.
 RUN = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
@@ -34,8 +33,8 @@ RUN = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return WordPieceTokenizer(VOCAB, do_lower_case=True)
+def tokenizer(uncased_vocab):
+    return WordPieceTokenizer(uncased_vocab, do_lower_case=True)
 
 
 def _batches(dataset):

@@ -25,7 +25,6 @@ from kerasbert.data import tokenization
 from kerasbert.data.tokenization import WordPieceTokenizer, encode_texts, pack_inputs, read_vocab
 from kerasbert.errors import InputError
 
-UNCASED_VOCAB = "kerasbert/data/uncased_vocab.txt"
 
 TRICKY = [
     "Héllo wörld, naïve café! Ångström in Zürich. HÉLLO Crème Brûlée",
@@ -127,8 +126,8 @@ def _cased_vocab_tokens():
 
 
 @pytest.fixture(scope="module")
-def uncased():
-    return WordPieceTokenizer(UNCASED_VOCAB, do_lower_case=True), _reference(UNCASED_VOCAB, True)
+def uncased(uncased_vocab):
+    return WordPieceTokenizer(uncased_vocab, do_lower_case=True), _reference(uncased_vocab, True)
 
 
 @pytest.fixture(scope="module")
@@ -146,11 +145,11 @@ def pair(request):
 # ---------------------------------------------------------------------------------------------
 # Parity with the reference.
 
-def test_special_ids_and_vocab(uncased):
+def test_special_ids_and_vocab(uncased, uncased_vocab):
     tok, _ = uncased
     ids = (tok.vocab_size, tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id)
     assert ids == (30522, 0, 100, 101, 102, 103)
-    assert tok.do_lower_case and tok.vocab_file == UNCASED_VOCAB
+    assert tok.do_lower_case and tok.vocab_file == uncased_vocab
     assert tok.tokenize("Unaffable naïve!") == ["una", "##ffa", "##ble", "naive", "!"]
     assert tok.ids_to_tokens([101, 7592, 102]) == ["[CLS]", "hello", "[SEP]"]
 
@@ -260,7 +259,7 @@ def test_tf_lower_residual_difference_is_pinned():
     assert text.lower() == "\ua7a9\u1ac1ς"
 
 
-def test_tf_nfd_residual_difference_is_pinned(uncased):
+def test_tf_nfd_residual_difference_is_pinned(uncased, uncased_vocab):
     """tf_text's NFD (newer ICU) decomposes ~20 code points that Python's Unicode database has
     not assigned (Cn) into other unassigned ones, where Python keeps them. Ids can differ only if
     the vocab lists such code points, which the official one does not."""
@@ -273,7 +272,7 @@ def test_tf_nfd_residual_difference_is_pinned(uncased):
         kept = [c for c in decomposed if unicodedata.category(c) != "Mn"]
         assert unicodedata.category(ch) == "Cn" and kept
         assert all(unicodedata.category(c) == "Cn" for c in kept)
-    with open(UNCASED_VOCAB, encoding="utf-8") as f:
+    with open(uncased_vocab, encoding="utf-8") as f:
         assert not any(unicodedata.category(c) == "Cn" for c in set(f.read()))
     texts = [f"x{ch}y" for ch in differ]
     assert tok.tokenize_ids(texts).to_list() == [[tok.unk_id]] * len(differ)
@@ -420,6 +419,6 @@ def test_read_vocab_errors(tmp_path, content, message):
         WordPieceTokenizer(str(path))
 
 
-def test_read_vocab_ok():
-    vocab = read_vocab(UNCASED_VOCAB)
+def test_read_vocab_ok(uncased_vocab):
+    vocab = read_vocab(uncased_vocab)
     assert len(vocab) == 30522 and vocab[:1] == ["[PAD]"] and vocab[101:104] == ["[CLS]", "[SEP]", "[MASK]"]

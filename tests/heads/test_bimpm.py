@@ -156,11 +156,10 @@ def test_split_pair_takes_a_and_b_without_cls_sep_and_padding():
                                                                   [2, 2, 2]])
 
 
-def test_split_recovers_the_sentences_of_pairs_packed_by_the_tokenizer():
+def test_split_recovers_the_sentences_of_pairs_packed_by_the_tokenizer(uncased_vocab):
     from kerasbert.data.tokenization import WordPieceTokenizer, encode_texts
 
-    vocab = os.path.join(os.path.dirname(bimpm.__file__), "..", "data", "uncased_vocab.txt")
-    tokenizer = WordPieceTokenizer(vocab)
+    tokenizer = WordPieceTokenizer(uncased_vocab)
     texts_a = ["How would I boil an egg quickly?", "Short.",
                "Every sentence here is invented for this test of the splitter."]
     texts_b = ["What is a fast way to boil eggs?",

@@ -3,6 +3,8 @@ keras-hub presets, kerasbert runs, and the errors users see."""
 
 import json
 import os
+import subprocess
+import sys
 
 import keras_hub
 import numpy as np
@@ -11,13 +13,17 @@ from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 from scipy.special import erf
 
+from kerasbert.data.tokenization import WordPieceTokenizer, read_vocab
 from kerasbert.errors import InputError
+from kerasbert.model import checkpoints
 from kerasbert.model.backbone import BertEncoder
 from kerasbert.model.backbone import random_backbone
 from kerasbert.model.checkpoints import default_checkpoint
 from kerasbert.model.checkpoints import load_encoder
 from kerasbert.model.checkpoints import random_encoder
 from kerasbert.model.checkpoints import save_encoder
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 TINY = dict(hidden=32, layers=2, heads=2, inner=64, vocab=100, positions=16)
@@ -375,10 +381,28 @@ def test_kerasbert_run_errors(tmp_path):
         load_encoder(str(tmp_path / "run"))
 
 
-def test_random_encoder_uses_bundled_uncased_vocab():
+def test_random_encoder_vocab_is_bert_uncased_else_the_sample_vocab(monkeypatch, uncased_vocab):
     loaded = random_encoder("1/16/2", max_position=16, seed=0)
     assert loaded.source == "random" and loaded.do_lower_case is True
-    assert loaded.backbone.vocabulary_size == 30522
+    assert loaded.vocab_file == uncased_vocab and loaded.backbone.vocabulary_size == 30522
+    monkeypatch.setattr(checkpoints, "default_checkpoint", lambda: None)  # no MiniLM package
+    loaded = random_encoder("1/16/2", max_position=16, seed=0)
+    assert loaded.vocab_file == checkpoints.SAMPLE_VOCAB and loaded.do_lower_case is True
+    assert loaded.backbone.vocabulary_size == len(read_vocab(checkpoints.SAMPLE_VOCAB))
+
+
+def test_sample_vocab_is_what_the_tool_learns_from_the_samples(tmp_path):
+    """kerasbert/data/sample_vocab.txt is generated, not hand-made: the tool rebuilds it
+    byte for byte, and it tokenizes the bundled samples with few unknown pieces."""
+    out = tmp_path / "vocab.txt"
+    subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_sample_vocab.py"),
+                    f"--out={out}"], check=True, capture_output=True, cwd=REPO)
+    assert out.read_bytes() == open(checkpoints.SAMPLE_VOCAB, "rb").read()
+    vocab = read_vocab(str(out))
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) > 1000
+    tokenizer = WordPieceTokenizer(str(out), do_lower_case=True)
+    pieces = tokenizer.tokenize("The movie was a charming and often affecting journey.")
+    assert "[UNK]" not in pieces
 
 
 # --- the real pre-trained checkpoint ----------------------------------------------------------------

@@ -13,15 +13,14 @@ from kerasbert.tasks import base, conll
 from kerasbert.tasks.conll import TASK, ConllTask, Sentence
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VOCAB = os.path.join(REPO, "kerasbert", "data", "uncased_vocab.txt")
 REAL = "/work/shared/data/conll2003"
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
+def tokenizer(uncased_vocab):
     from kerasbert.data.tokenization import WordPieceTokenizer
 
-    return WordPieceTokenizer(VOCAB, do_lower_case=True)
+    return WordPieceTokenizer(uncased_vocab, do_lower_case=True)
 
 
 def write(folder, name, text):

@@ -13,13 +13,12 @@ from kerasbert.tasks import base, squad
 from kerasbert.tasks.squad import (NO_SPAN_ODDS, Answer, SquadExample, doc_windows,
                                    get_final_text, max_context_masks)
 
-VOCAB = os.path.join(os.path.dirname(squad.__file__), "..", "data", "uncased_vocab.txt")
 REAL_DEV = "/work/shared/data/squad/dev-v1.1-part-a.json"
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return WordPieceTokenizer(VOCAB, do_lower_case=True)
+def tokenizer(uncased_vocab):
+    return WordPieceTokenizer(uncased_vocab, do_lower_case=True)
 
 
 def example(question, context, answers=(), qid="q", impossible=False):

@@ -14,7 +14,6 @@ from kerasbert.tasks import base
 from kerasbert.tasks.swag import TASK, ChoiceExample, SwagTask
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VOCAB = os.path.join(REPO, "kerasbert", "data", "uncased_vocab.txt")
 REAL_SWAG = "/work/shared/data/swag"
 
 HEADER = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3"
@@ -37,10 +36,10 @@ def write(tmp_path, name, text):
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
+def tokenizer(uncased_vocab):
     from kerasbert.data.tokenization import WordPieceTokenizer
 
-    return WordPieceTokenizer(VOCAB, do_lower_case=True)
+    return WordPieceTokenizer(uncased_vocab, do_lower_case=True)
 
 
 # ---- the task's declared recipe ----------------------------------------------------------

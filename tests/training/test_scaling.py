@@ -84,6 +84,9 @@ def test_xla_batches_are_padded_to_multiples_of_32_with_masked_positions():
     assert int(tf.reduce_min(labels[:, 33:])) == -1 == int(tf.reduce_max(labels[:, 33:]))
     same, _ = pad_to_multiple({"token_ids": tf.ones([2, 3, 64], tf.int32)}, tf.zeros([2]), 32)
     assert same["token_ids"].shape == (2, 3, 64)
+    # Never past the encoder's positions: 33 → 40 when the table has 40 rows.
+    capped, _ = pad_to_multiple(inputs, tf.zeros([2]), 32, max_length=40)
+    assert capped["token_ids"].shape == (2, 40)
 
 
 @pytest.mark.large  # XLA compiles for ~20 s on CPU
