@@ -56,6 +56,7 @@ def _assert_same_run(here, there, atol=0.0):
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.large  # two full CLI runs in fresh processes (~25 s)
 def test_same_seed_on_cpu_gives_identical_metrics_history_and_weights_across_processes(
         tmp_path):
     # One run in this process, one in a fresh process through the CLI; no op-determinism

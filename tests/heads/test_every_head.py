@@ -18,8 +18,14 @@ OPTIONS = {"feature_bilstm": {"feature_bilstm_layers": "last", "feature_bilstm_l
                                 "bimpm_no_context_lstm_units": 8}}
 
 
+# The slowest to train and export on CPU (40-90 s each); their own test files cover them in
+# the quick suite, and this end-to-end check runs with the large tests.
+SLOW = {"bimpm", "bimpm_no_context", "feature_bilstm", "mean_pool", "sequence_classifier"}
+
+
 def _heads():
-    return sorted(plugins.registry().heads)
+    return [pytest.param(head, marks=pytest.mark.large) if head in SLOW else head
+            for head in sorted(plugins.registry().heads)]
 
 
 @pytest.mark.parametrize("head", _heads())
