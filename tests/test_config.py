@@ -56,3 +56,22 @@ def test_task_recipe_fills_only_missing_values(tmp_path):
     assert (resolved.head, resolved.learning_rate, resolved.train_batch_size,
             resolved.num_train_epochs) == ("cls_linear", 5e-5, 16, 3.0)
     assert _config(tmp_path, num_train_epochs=0.0).resolved(Recipe()).num_train_epochs == 0.0
+
+
+def test_a_run_exports_after_its_training_files_are_gone(tmp_path):
+    """Exporting reads run_config.json; the data it trained on may have been deleted."""
+    from kerasbert.export.saved_model import RUN_CONFIG, read_run_config
+
+    train, predict = tmp_path / "train.json", tmp_path / "dev.json"
+    train.write_text("{}")
+    predict.write_text("{}")
+    run = tmp_path / "run"
+    run.mkdir()
+    RunConfig(task="squad_v1", output_dir=str(run), train_file=str(train),
+              predict_file=str(predict), data_dir=str(tmp_path)).save(str(run / RUN_CONFIG))
+    train.unlink()
+    predict.unlink()
+    config = read_run_config(str(run))
+    assert config.task == "squad_v1" and config.train_file is None and config.data_dir is None
+    with pytest.raises(InputError, match="--train_file=.*no such file"):
+        RunConfig(task="squad_v1", output_dir=str(run), train_file=str(train))
