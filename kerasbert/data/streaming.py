@@ -19,10 +19,15 @@ so a streamed run trains on the same batches in the same order (tests/data/test_
 A smaller buffer is a bounded, local shuffle: a file sorted by label then trains on long
 runs of one label, so shuffle such a file once on disk first.
 
-Only tasks with one feature row per example and a streaming reader stream (GLUE, SWAG).
-SQuAD's file is one JSON document, and CoNLL detects its tag scheme over the whole file and
-splits long sentences into several rows: both stay in memory. Dev and test splits always do
-(their predictions are written per example).
+Tasks with a streaming reader stream (GLUE, SWAG, CoNLL-2003). A CoNLL sentence longer
+than a row becomes several rows, so the counting pass also counts rows: it word-pieces the
+sentences a chunk at a time (`task.count_rows`, the windows `featurize` would make, without
+the arrays); and CoNLL's tag scheme (IOB1 or IOB2), which needs every sentence, is checked
+at the end of that pass, where an in-memory read checks it (the rewrite to IOB2 does not
+depend on the scheme, so each sentence is rewritten as it is read). Like in memory, the
+steps of an epoch come from the examples (sentences) and the accuracy weights from the rows.
+SQuAD's file is one JSON document and stays in memory. Dev and test splits always do (their
+predictions are written per example).
 """
 
 import itertools
@@ -60,7 +65,7 @@ def should_stream(config, task):
     why_not = None
     if not can_stream(task):
         why_not = (f"the {task.name} task reads its training file whole (SQuAD: one JSON "
-                   "document; CoNLL: tag scheme and sentence windows need the whole file)")
+                   "document)")
     elif config.use_tfds:
         why_not = "--use_tfds reads a prepared TFDS dataset, not a file"
     elif config.feature_cache_dir:
@@ -102,16 +107,29 @@ class StreamedFeatures:
         self.shuffle_buffer_size = shuffle_buffer_size
         self.limit = limit
         self._stamp = _stamp(path)
-        count = 0  # the counting pass: every line read and validated, nothing kept
+        # A task whose example may make several rows (a long CoNLL sentence) counts them by
+        # word-piecing the examples a chunk at a time; the others make one row an example.
+        count_rows = getattr(task, "count_rows", None)
+        count, rows, pending = 0, 0, []
+        # The counting pass: every line read and validated, only a chunk kept.
         for example in task.iter_file(path, split):
             if count == 0:
                 first = task.featurize([example], tokenizer, max_seq_length)
             count += 1
-        self.num_rows = count if limit is None else min(count, limit)
-        if len(next(iter(first.inputs.values()))) != 1 or first.labels is None:
+            if count_rows and (limit is None or count <= limit):
+                pending.append(example)
+                if len(pending) == CHUNK:
+                    rows += count_rows(pending, tokenizer, max_seq_length)
+                    pending = []
+        num_examples = count if limit is None else min(count, limit)
+        if pending:
+            rows += count_rows(pending, tokenizer, max_seq_length)
+        self.num_rows = rows if count_rows else num_examples
+        if first.labels is None or (
+                not count_rows and len(next(iter(first.inputs.values()))) != 1):
             raise InputError(f"{at(path)}the {task.name} task cannot stream its training split "
                              "(not one labelled row per example)")
-        self.examples = StreamedExamples(task, path, split, limit, self.num_rows)
+        self.examples = StreamedExamples(task, path, split, limit, num_examples)
         self._signature = (
             {k: tf.TensorSpec([None, *v.shape[1:]], tf.as_dtype(v.dtype))
              for k, v in first.inputs.items()},

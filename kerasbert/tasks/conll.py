@@ -74,13 +74,14 @@ def _parse_columns(path: str, lines):
             yield number, fields
 
 
-def read_sentences(path: str, labels: Sequence[str] = LABELS):
-    """Reads a CoNLL file into a list of (words, tags, line numbers), tags as written."""
-    sentences, words, tags, lines = [], [], [], []
+def iter_sentences(path: str, labels: Sequence[str] = LABELS):
+    """The (words, tags, line numbers) of a CoNLL file one sentence at a time, tags as
+    written; a bad line is an InputError when it is reached."""
+    words, tags, lines = [], [], []
     for number, fields in _parse_columns(path, _read_lines(path)):
         if fields is None:
             if words:
-                sentences.append((words, tags, lines))
+                yield words, tags, lines
                 words, tags, lines = [], [], []
             continue
         if len(fields) < 2:
@@ -95,8 +96,12 @@ def read_sentences(path: str, labels: Sequence[str] = LABELS):
         tags.append(fields[-1])
         lines.append(number)
     if words:  # the last sentence may lack its trailing blank line
-        sentences.append((words, tags, lines))
-    return sentences
+        yield words, tags, lines
+
+
+def read_sentences(path: str, labels: Sequence[str] = LABELS):
+    """Reads a CoNLL file into a list of (words, tags, line numbers), tags as written."""
+    return list(iter_sentences(path, labels))
 
 
 def _entity_starts(tags):
@@ -117,6 +122,54 @@ def _entity_starts(tags):
     return i_starts, b_starts
 
 
+class SchemeCheck:
+    """The tag scheme of sentences seen one at a time (see fix_scheme for the rules):
+    `add` each sentence's tags, then `finish` (the verdict needs every sentence)."""
+
+    def __init__(self, where: str, scheme: str = "auto"):
+        if scheme not in SCHEMES:
+            raise InputError(f"tag scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+        self.where, self.scheme, self.found = where, scheme, None
+        self.i_count, self.first_i, self.first_b = 0, None, None  # (line, tag) of the first
+
+    def add(self, tags, lines) -> list[int]:
+        """Records one sentence; returns the indices of its I- tags that start an entity
+        (the ones IOB2 spells B-)."""
+        i, b = _entity_starts(tags)
+        self.i_count += len(i)
+        if i and self.first_i is None:
+            self.first_i = lines[i[0]], tags[i[0]]
+        if b and self.first_b is None:
+            self.first_b = lines[b[0]], tags[b[0]]
+        return i
+
+    def finish(self) -> str:
+        """Returns "IOB1" or "IOB2"; an InputError where a declared scheme is contradicted."""
+        where = self.where
+        if self.scheme == "iob2" and self.first_i:
+            line, tag = self.first_i
+            raise InputError(f"{at(where, line)}{tag} starts an entity, which IOB2 does not "
+                             f"allow (it would be B-{tag[2:]}); is the file IOB1?")
+        if self.scheme == "iob1" and self.first_b:
+            line, tag = self.first_b
+            raise InputError(f"{at(where, line)}{tag} starts an entity after O or another type, "
+                             f"which IOB1 does not allow; is the file IOB2?")
+        found = "IOB1" if self.first_i and not self.first_b else "IOB2"
+        if found == "IOB2" and self.first_i:
+            log.warning("%s%d I- tag(s) start an entity in IOB2 data (first at line %d); read "
+                        "as B- tags, as conlleval does", at(where), self.i_count,
+                        self.first_i[0])
+        log.info("%stag scheme %s%s", at(where), found,
+                 ", converted to IOB2" if found == "IOB1" else "")
+        self.found = found
+        return found
+
+
+def _as_iob2(tags, i_starts):
+    for k in i_starts:  # in both schemes, an I-X that starts an entity is B-X in IOB2
+        tags[k] = "B-" + tags[k][2:]
+
+
 def fix_scheme(sentences, where: str, scheme: str = "auto") -> str:
     """Detects the tag scheme of `sentences` (see read_sentences) and rewrites them to IOB2.
 
@@ -129,45 +182,33 @@ def fix_scheme(sentences, where: str, scheme: str = "auto") -> str:
     scheme ("iob1" / "iob2") that the data contradicts is an InputError at the first bad line.
     Returns "IOB1" or "IOB2", the scheme found.
     """
-    if scheme not in SCHEMES:
-        raise InputError(f"tag scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
-    i_starts, b_starts = [], []
-    for n, (_, tags, lines) in enumerate(sentences):
-        i, b = _entity_starts(tags)
-        i_starts += [(n, k, lines[k]) for k in i]
-        b_starts += [(n, k, lines[k]) for k in b]
-    if scheme == "iob2" and i_starts:
-        n, k, line = i_starts[0]
-        tag = sentences[n][1][k]
-        raise InputError(f"{at(where, line)}{tag} starts an entity, which IOB2 does not allow "
-                         f"(it would be B-{tag[2:]}); is the file IOB1?")
-    if scheme == "iob1" and b_starts:
-        n, k, line = b_starts[0]
-        tag = sentences[n][1][k]
-        raise InputError(f"{at(where, line)}{tag} starts an entity after O or another type, "
-                         f"which IOB1 does not allow; is the file IOB2?")
-    found = "IOB1" if i_starts and not b_starts else "IOB2"
-    if found == "IOB2" and i_starts:
-        log.warning("%s%d I- tag(s) start an entity in IOB2 data (first at line %d); read as "
-                    "B- tags, as conlleval does", at(where), len(i_starts), i_starts[0][2])
-    for n, k, _ in i_starts:
-        sentences[n][1][k] = "B-" + sentences[n][1][k][2:]
-    log.info("%stag scheme %s%s", at(where), found,
-             ", converted to IOB2" if found == "IOB1" else "")
+    check = SchemeCheck(where, scheme)
+    starts = [check.add(tags, lines) for _, tags, lines in sentences]
+    found = check.finish()
+    for (_, tags, _), i_starts in zip(sentences, starts):
+        _as_iob2(tags, i_starts)
     return found
+
+
+def iter_conll_file(path: str, split: str, check: SchemeCheck):
+    """The Sentences of one CoNLL-2003 file one at a time, tags rewritten to IOB2 as they
+    are read (the rewrite does not depend on the scheme), each added to `check`; the errors
+    of read_conll_file as their lines are reached, except the scheme's, which need the whole
+    file: call `check.finish()` after the last sentence. What --stream_train_data reads."""
+    n = -1
+    for n, (words, tags, lines) in enumerate(iter_sentences(path)):
+        _as_iob2(tags, check.add(tags, lines))
+        yield Sentence(guid=f"{split}-{n}", text_a=" ".join(words), label=tuple(tags),
+                       words=tuple(words), line=lines[0])
+    if n < 0:
+        raise InputError(f"{at(path)}no sentences (expected `word POS chunk NER` lines)")
 
 
 def read_conll_file(path: str, split: str = "train", scheme: str = "auto"):
     """Reads one CoNLL-2003 file. Returns (list of Sentence with IOB2 tags, scheme found)."""
-    sentences = read_sentences(path)
-    if not sentences:
-        raise InputError(f"{at(path)}no sentences (expected `word POS chunk NER` lines)")
-    found = fix_scheme(sentences, path, scheme)
-    return [
-        Sentence(guid=f"{split}-{n}", text_a=" ".join(words), label=tuple(tags),
-                 words=tuple(words), line=lines[0])
-        for n, (words, tags, lines) in enumerate(sentences)
-    ], found
+    check = SchemeCheck(path, scheme)
+    sentences = list(iter_conll_file(path, split, check))
+    return sentences, check.finish()
 
 
 # ---- word pieces and windows -----------------------------------------------------------------
@@ -231,6 +272,44 @@ def word_pieces(tokenizer, words: Sequence[str], chunk: int = 65536):
     return (np.concatenate(ids) if ids else np.zeros([0], np.int32)), np.concatenate(splits)
 
 
+def _capacity(max_seq_length: int) -> int:
+    """Word pieces a row holds: all but [CLS] and [SEP]."""
+    if max_seq_length - 2 < 1:
+        raise InputError(f"--max_seq_length={max_seq_length} leaves no room for word pieces")
+    return max_seq_length - 2
+
+
+def _sentence_pieces(sentences: Sequence[Sentence], tokenizer, capacity: int, counts: dict):
+    """Per sentence, the word pieces of each of its words as its rows hold them: a word with
+    no pieces is [UNK], a word longer than a window keeps its first piece only (counted in
+    `counts`: empty, cut, dropped pieces)."""
+    flat_ids, splits = word_pieces(tokenizer, [w for s in sentences for w in s.words])
+    start = 0
+    for sentence in sentences:
+        pieces = []
+        for k in range(start, start + len(sentence.words)):
+            p = flat_ids[splits[k]: splits[k + 1]]
+            if len(p) == 0:  # e.g. a lone zero-width space: keep a position to predict it
+                p = np.array([tokenizer.unk_id], np.int32)
+                counts["empty"] += 1
+            elif len(p) > capacity:  # keep the labelled first piece only
+                counts["cut"] += 1
+                counts["dropped"] += len(p) - 1
+                p = p[:1]
+            pieces.append(p)
+        start += len(sentence.words)
+        yield pieces
+
+
+def count_rows(sentences: Sequence[Sentence], tokenizer, max_seq_length: int) -> int:
+    """The feature rows featurize_sentences makes of `sentences` (one per window), without
+    making them: what a streamed training split counts before its first epoch."""
+    capacity = _capacity(max_seq_length)
+    counts = {"empty": 0, "cut": 0, "dropped": 0}
+    return sum(len(windows([len(p) for p in pieces], capacity))
+               for pieces in _sentence_pieces(sentences, tokenizer, capacity, counts))
+
+
 def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length: int,
                         label_list: Sequence[str] = LABELS) -> Features:
     """[CLS] pieces [SEP] rows, first-piece labels, windows for long sentences.
@@ -241,29 +320,20 @@ def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length
     `row_sentence` is the sentence of each row. Labels are set only at those positions (each
     word trains once, in the same window that predicts it); -1 elsewhere.
     """
-    capacity = max_seq_length - 2
-    if capacity < 1:
-        raise InputError(f"--max_seq_length={max_seq_length} leaves no room for word pieces")
+    capacity = _capacity(max_seq_length)
     label_id = {label: i for i, label in enumerate(label_list)}
     labelled = bool(sentences) and all(s.label is not None for s in sentences)
-    all_words = [w for s in sentences for w in s.words]
-    flat_ids, splits = word_pieces(tokenizer, all_words)
+    num_words = sum(len(s.words) for s in sentences)
     sentence_starts = np.concatenate([[0], np.cumsum([len(s.words) for s in sentences])])
 
     rows, row_labels, row_sentence = [], [], []
-    word_row = np.zeros(len(all_words), np.int32)
-    word_position = np.zeros(len(all_words), np.int32)
-    empty, cut, dropped, windowed = 0, 0, 0, 0
-    for n, sentence in enumerate(sentences):
+    word_row = np.zeros(num_words, np.int32)
+    word_position = np.zeros(num_words, np.int32)
+    counts = {"empty": 0, "cut": 0, "dropped": 0}
+    windowed = 0
+    for n, (sentence, pieces) in enumerate(
+            zip(sentences, _sentence_pieces(sentences, tokenizer, capacity, counts))):
         first = sentence_starts[n]
-        pieces = []
-        for k in range(first, first + len(sentence.words)):
-            p = flat_ids[splits[k]: splits[k + 1]]
-            if len(p) == 0:  # e.g. a lone zero-width space: keep a position to predict it
-                p, empty = np.array([tokenizer.unk_id], np.int32), empty + 1
-            elif len(p) > capacity:  # keep the labelled first piece only
-                p, cut, dropped = p[:1], cut + 1, dropped + len(p) - 1
-            pieces.append(p)
         lengths = [len(p) for p in pieces]
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         spans = windows(lengths, capacity)
@@ -286,6 +356,7 @@ def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length
     for r, ids in enumerate(rows):
         token_ids[r, : len(ids)] = ids
         padding_mask[r, : len(ids)] = 1
+    empty, cut, dropped = counts["empty"], counts["cut"], counts["dropped"]
     if windowed:
         log.info("%d sentence(s) longer than %d word pieces were split into overlapping "
                  "windows (%d rows for %d sentences)", windowed, capacity, len(rows),
@@ -461,7 +532,8 @@ class ConllTask(Task):
             raise InputError(f"{self.name}: unknown split {split!r}; expected one of "
                              f"{', '.join(self.splits)}")
 
-    def read_examples(self, data_dir: str, split: str) -> list[Sentence]:
+    def split_path(self, data_dir: str, split: str) -> str:
+        """`<data_dir>/<split>.txt`, which must exist."""
         self._check_split(split)
         path = os.path.join(data_dir, f"{split}.txt")
         if not os.path.isfile(path):
@@ -469,8 +541,27 @@ class ConllTask(Task):
             raise InputError(f"{at(path)}no such file; " + (
                 f"{data_dir} has: {listing or 'nothing'}" if listing is not None
                 else f"the folder {data_dir} does not exist"))
+        return path
+
+    def read_examples(self, data_dir: str, split: str) -> list[Sentence]:
+        return self.read_file(self.split_path(data_dir, split), split)
+
+    def read_file(self, path: str, split: str) -> list[Sentence]:
+        """Reads one CoNLL-2003 file as `split` (--train_file, --predict_file)."""
         sentences, self.schemes_found[split] = read_conll_file(path, split, self.scheme)
         return sentences
+
+    def iter_file(self, path: str, split: str):
+        """The sentences of one file one at a time, IOB2, validated as read_file validates
+        them; the tag scheme is checked after the last one (--stream_train_data's counting
+        pass reads to the end, see kerasbert/data/streaming.py)."""
+        check = SchemeCheck(path, self.scheme)
+        yield from iter_conll_file(path, split, check)
+        self.schemes_found[split] = check.finish()
+
+    def count_rows(self, examples, tokenizer, max_seq_length: int) -> int:
+        """Feature rows of `examples` (a long sentence makes several), for streaming."""
+        return count_rows(examples, tokenizer, max_seq_length)
 
     def sample_dir(self) -> str:
         data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")

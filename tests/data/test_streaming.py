@@ -21,7 +21,7 @@ from kerasbert.config import RunConfig
 from kerasbert.data import pipeline, streaming
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
-from kerasbert.tasks import glue, squad, swag
+from kerasbert.tasks import conll, glue, squad, swag
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -225,3 +225,114 @@ def test_a_bad_line_deep_in_a_streamed_file_fails_before_anything_is_written(tmp
         "expected one of 0, 1")
     assert "Traceback" not in result.stderr
     assert not out.exists()
+
+
+# --- CoNLL-2003: sentences that may make several rows, a tag scheme over the whole file ---------
+
+_WORDS = ("Schwarzenkopfberger", "met", "Vanderslootenberg", "in", "Lisbon", "and", "Osaka", ".")
+# IOB1 (the original release): entities start with I-, B- only right after one of the same type.
+_IOB1 = ("I-PER", "O", "I-PER", "O", "I-LOC", "O", "I-LOC", "O")
+
+
+def _conll_file(path, sentences=30, long_every=7, bad_line=None):
+    """An IOB1 CoNLL file: short sentences, and every `long_every`-th one 40 words long (over
+    a row of max_seq_length 32, so it makes several rows); returns the line of each sentence's
+    first word. `bad_line`: the word at that line gets the tag B-FOO."""
+    lines, firsts = ["-DOCSTART- -X- -X- O", ""], []
+    for n in range(sentences):
+        length = 40 if n % long_every == 3 else 3 + n % 5
+        firsts.append(len(lines) + 1)
+        for k in range(length):
+            tag = "B-FOO" if len(lines) + 1 == bad_line else _IOB1[(n + k) % 8]
+            lines.append(f"{_WORDS[(n + k) % 8]} NNP B-NP {tag}")
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n")
+    return firsts
+
+
+@pytest.mark.parametrize("source", ["sample", "iob1"])
+def test_streamed_conll_gives_the_in_memory_batches(source, tokenizer, tmp_path, monkeypatch):
+    task = conll.ConllTask()
+    if source == "sample":  # 200 real-looking IOB2 sentences, some over 62 pieces
+        path, length = task.split_path(task.sample_dir(), "train"), 64
+    else:
+        path, length = tmp_path / "train.txt", 32
+        _conll_file(path)
+    sentences = task.read_file(str(path), "train")
+    memory = task.featurize(sentences, tokenizer, length)
+    rows = len(memory.labels)
+    assert rows > len(sentences)  # some sentences make 2 or more rows
+    monkeypatch.setattr(streaming, "CHUNK", 8)  # sentences and rows cross chunk boundaries
+    task.schemes_found.clear()
+    streamed = streaming.StreamedFeatures(task, str(path), tokenizer, length, rows)
+    assert task.schemes_found == {"train": "IOB2" if source == "sample" else "IOB1"}
+    assert pipeline.num_rows(streamed) == rows and len(streamed.examples) == len(sentences)
+    assert list(streamed.examples) == sentences  # IOB1 read as IOB2 in both
+    for seed in (None, 7, 1042):
+        _same_batches(_batches(pipeline.dataset_of(streamed, 8, seed, labels_per_token=True)),
+                      _batches(pipeline.dataset_of(memory, 8, seed, labels_per_token=True)))
+    # --max_train_examples counts sentences, as in memory; the rows are theirs.
+    limit = int(np.flatnonzero(np.bincount(memory.extra["row_sentence"]) > 1)[0]) + 2
+    limited = streaming.StreamedFeatures(task, str(path), tokenizer, length, 1000, limit=limit)
+    want = task.featurize(sentences[:limit], tokenizer, length)
+    assert pipeline.num_rows(limited) == len(want.labels) > limit
+    assert len(limited.examples) == limit
+    _same_batches(_batches(pipeline.dataset_of(limited, 4, 3, labels_per_token=True)),
+                  _batches(pipeline.dataset_of(want, 4, 3, labels_per_token=True)))
+
+
+def test_a_bad_tag_deep_in_a_streamed_conll_file_is_one_error_at_its_line(tmp_path, tokenizer,
+                                                                          monkeypatch):
+    monkeypatch.setattr(streaming, "CHUNK", 16)
+    path = tmp_path / "train.txt"
+    firsts = _conll_file(path, sentences=400)
+    bad = firsts[350] + 1  # past many chunks
+    _conll_file(path, sentences=400, bad_line=bad)
+    with pytest.raises(InputError) as error:  # also with a limit: every line is checked
+        streaming.StreamedFeatures(conll.ConllTask(), str(path), tokenizer, 32, 100, limit=10)
+    assert str(error.value) == (f"{path}:{bad}: 'B-FOO' is not a CoNLL-2003 NER tag; expected "
+                                f"one of {', '.join(conll.LABELS)}")
+    # A declared scheme the file contradicts is the error read_conll_file gives, at the
+    # first line that contradicts it, once the counting pass has seen the whole file.
+    _conll_file(path, sentences=400)
+    with pytest.raises(InputError, match=rf"^{path}:{firsts[0]}: I-PER starts an entity, "
+                                         r"which IOB2 does not allow"):
+        streaming.StreamedFeatures(conll.ConllTask("iob2"), str(path), tokenizer, 32, 100)
+
+
+def test_when_a_conll_run_streams(tmp_path, monkeypatch):
+    task = conll.ConllTask()
+
+    def config(**overrides):
+        return RunConfig(**{**RUN, "task": "conll2003", "output_dir": str(tmp_path / "run"),
+                            **overrides})
+
+    assert not streaming.should_stream(config(), task)  # auto: the sample is small
+    assert streaming.should_stream(config(stream_train_data="true"), task)
+    monkeypatch.setattr(streaming, "AUTO_MIN_BYTES", 1000)
+    assert streaming.should_stream(config(), task)
+    assert not streaming.should_stream(config(stream_train_data="false"), task)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("EU NNP B-NP B-ORG\n")  # 18 bytes: below the threshold
+    assert not streaming.should_stream(config(data_dir=str(data)), task)
+
+
+def test_a_streamed_conll_run_trains_like_the_in_memory_run(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    _conll_file(data / "train.txt", sentences=20)  # 22 rows at max_seq_length 32
+    shutil.copy(os.path.join(conll.TASK.sample_dir(), "valid.txt"), data / "valid.txt")
+    runs = {}
+    for mode in ("false", "true"):
+        out = tmp_path / mode
+        metrics = main_lib.execute(_config(
+            out, task="conll2003", data_dir=str(data), stream_train_data=mode,
+            max_train_examples=None, max_eval_examples=8, save_checkpoints_steps=0))
+        runs[mode] = metrics, _step_losses(out), _history(out)
+    assert "kerasbert: streaming the training file" in capsys.readouterr().out
+    (metrics, losses, history), (metrics_s, losses_s, history_s) = runs["false"], runs["true"]
+    assert len(losses) == 6  # ceil(20 sentences / 8) steps an epoch, as in memory, 2 epochs
+    assert losses_s == pytest.approx(losses, abs=1e-6)
+    assert metrics_s == pytest.approx(metrics, abs=1e-6)
+    assert [r["step"] for r in history_s] == [r["step"] for r in history]

@@ -317,6 +317,32 @@ def test_word_longer_than_a_window_keeps_its_first_piece(tokenizer, caplog):
     assert TASK.predict_tags(oracle(f), f) == [["B-PER", "I-PER", "B-LOC"]]
 
 
+def test_count_rows_is_the_number_of_rows_featurize_makes(tokenizer):
+    # What a streamed training split counts before training: windows of long sentences,
+    # words cut to their first piece and words without pieces each as featurize has them.
+    examples = TASK.read_examples(TASK.sample_dir(), "train") + [
+        sentence("Wojciechowski Schwarzenkopfberger Oslo", "B-PER I-PER B-LOC"),
+        sentence(["Oslo", "\u200b", "is"], "B-LOC O O")]
+    for length in (6, 16, 64, 128):
+        rows = len(TASK.featurize(examples, tokenizer, length).inputs["token_ids"])
+        assert TASK.count_rows(examples, tokenizer, length) == rows
+        assert conll.count_rows(examples[:7], tokenizer, length) == len(
+            TASK.featurize(examples[:7], tokenizer, length).labels)
+    assert rows == len(examples) < conll.count_rows(examples, tokenizer, 16)
+
+
+def test_iter_file_reads_what_read_file_reads(tmp_path):
+    text = conll_text([("John", "I-PER"), ("Smith", "I-PER"), ("met", "O")],
+                      [("Acme", "I-ORG"), ("Paris", "B-LOC")])  # IOB2 with a stray I-
+    path = write(tmp_path, "train.txt", text)
+    task = ConllTask()
+    streamed = list(task.iter_file(path, "train"))
+    assert task.schemes_found["train"] == "IOB2"
+    assert streamed == task.read_file(path, "train")
+    assert [s.label for s in streamed] == [("B-PER", "I-PER", "O"), ("B-ORG", "B-LOC")]
+    assert [s.line for s in streamed] == [3, 7]
+
+
 def test_unlabelled_sentences_have_no_labels(tokenizer):
     f = TASK.featurize([sentence("Oslo is cold")], tokenizer, 8)
     assert f.labels is None and len(f.extra["word_row"]) == 3
