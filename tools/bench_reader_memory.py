@@ -24,6 +24,12 @@ fresh process, and measures the same peak above the post-import RSS:
                 stay flat over an epoch? and how fast is reading + featurizing?)
 at 1 MB (the fixed cost of building and tracing the model), --memory_megabytes (all
 modes) and --megabytes (streamed only: in memory it would need ~80 times the file).
+
+    python tools/bench_reader_memory.py --start_training --task=conll2003 --megabytes=200 --memory_megabytes=20
+
+does the same for CoNLL-2003 files (`word POS chunk NER` lines, 4-30 vocabulary words a
+sentence, random IOB2 entities; a sentence longer than a row makes several rows): the
+train_memory and train_stream modes, no epoch_stream.
 """
 
 import argparse
@@ -63,6 +69,35 @@ def generate(path, megabytes, seed=0):
             written += len(line)
             rows += 1
     return rows
+
+
+def generate_conll(path, megabytes, seed=0):
+    """A CoNLL-2003 layout file of about `megabytes`; returns its number of sentences."""
+    vocab = _vocab()
+    with open(vocab, encoding="utf-8") as f:
+        words = [w for w in f.read().split() if w.isalpha() and w.isascii()]
+    types = ("PER", "ORG", "LOC", "MISC")
+    rng = random.Random(seed)
+    target = megabytes * 1024 * 1024
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("-DOCSTART- -X- -X- O\n\n")
+        written, sentences = 0, 0
+        while written < target:
+            lines, entity = [], None
+            for word in rng.choices(words, k=rng.randint(4, 30)):
+                if entity and rng.random() < 0.5:
+                    tag = "I-" + entity
+                elif rng.random() < 0.15:
+                    entity = rng.choice(types)
+                    tag = "B-" + entity
+                else:
+                    entity, tag = None, "O"
+                lines.append(f"{word} NN O {tag}\n")
+            text = "".join(lines) + "\n"
+            f.write(text)
+            written += len(text)
+            sentences += 1
+    return sentences
 
 
 def _status_kb(field):
@@ -110,7 +145,7 @@ def measure_epoch(path, rows, shuffle_buffer_size):
             "seconds": round(time.perf_counter() - start, 1)}
 
 
-def measure_training(mode, path, rows, shuffle_buffer_size, steps=5):
+def measure_training(mode, path, rows, shuffle_buffer_size, steps=5, task="sst2"):
     """Peak RSS of `execute` training `steps` steps from `path` (see the docstring)."""
     import math
     import shutil
@@ -122,7 +157,7 @@ def measure_training(mode, path, rows, shuffle_buffer_size, steps=5):
 
     out = tempfile.mkdtemp(prefix="kerasbert_bench_train_")
     per_epoch = math.ceil(rows / 32)
-    config = RunConfig(task="sst2", output_dir=os.path.join(out, "run"), train_file=path,
+    config = RunConfig(task=task, output_dir=os.path.join(out, "run"), train_file=path,
                        init_checkpoint="random", model_size="2/32/2", max_seq_length=128,
                        train_batch_size=32, learning_rate=1e-4, do_eval=False,
                        num_train_epochs=(steps - 0.5) / per_epoch, save_checkpoints_steps=0,
@@ -136,8 +171,8 @@ def measure_training(mode, path, rows, shuffle_buffer_size, steps=5):
             trained_steps = int(list(csv.DictReader(f))[-1]["step"])
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    return {"mode": mode, "rows": rows, "file_mb": round(os.path.getsize(path) / 2**20, 1),
-            "steps": trained_steps, "baseline_mb": round(base / 1024, 1),
+    return {"mode": mode, "task": task, "rows": rows,
+            "file_mb": round(os.path.getsize(path) / 2**20, 1), "steps": trained_steps, "baseline_mb": round(base / 1024, 1),
             "peak_above_baseline_mb": round((peak_kb() - base) / 1024, 1),
             "seconds": round(time.perf_counter() - start, 1)}
 
@@ -181,6 +216,8 @@ def main():
     parser.add_argument("--memory_megabytes", type=int, default=100,
                         help="with --start_training: the file size of the in-memory runs")
     parser.add_argument("--shuffle_buffer_size", type=int, default=100_000)
+    parser.add_argument("--task", default="sst2", choices=["sst2", "conll2003"],
+                        help="with --start_training: the layout of the generated files")
     parser.add_argument("--mode", help=argparse.SUPPRESS)  # one measurement (child process)
     parser.add_argument("--rows", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -188,7 +225,8 @@ def main():
         if args.mode == "epoch_stream":
             result = measure_epoch(args.path, args.rows, args.shuffle_buffer_size)
         elif args.mode.startswith("train_"):
-            result = measure_training(args.mode, args.path, args.rows, args.shuffle_buffer_size)
+            result = measure_training(args.mode, args.path, args.rows, args.shuffle_buffer_size,
+                                      task=args.task)
         else:
             result = measure(args.mode, args.path, args.featurize_rows)
         print(json.dumps(result))
@@ -224,18 +262,23 @@ def start_training(args):
     plan = [(1, "train_memory"), (1, "train_stream"), (args.memory_megabytes, "train_memory"),
             (args.memory_megabytes, "train_stream"), (args.memory_megabytes, "epoch_stream"),
             (args.megabytes, "train_stream")]
+    conll = args.task == "conll2003"
+    if conll:  # rows here are sentences (the steps of an epoch count them)
+        plan = [step for step in plan if step[1] != "epoch_stream"]
     results = []
     for megabytes in dict.fromkeys(mb for mb, _ in plan):
-        path = os.path.join(os.path.dirname(args.path), f"train-{megabytes}mb.tsv")
+        path = os.path.join(os.path.dirname(args.path),
+                            f"train-{megabytes}mb" + (".txt" if conll else ".tsv"))
         started = time.perf_counter()
-        rows = generate(path, megabytes)
+        rows = (generate_conll if conll else generate)(path, megabytes)
         print(f"generated {path}: {os.path.getsize(path) / 2**20:.0f} MB, {rows} rows "
               f"({time.perf_counter() - started:.0f} s)", flush=True)
         try:
             for mode in [m for mb, m in plan if mb == megabytes]:
                 out = subprocess.run(
                     [sys.executable, __file__, f"--mode={mode}", f"--path={path}",
-                     f"--rows={rows}", f"--shuffle_buffer_size={args.shuffle_buffer_size}"],
+                     f"--rows={rows}", f"--shuffle_buffer_size={args.shuffle_buffer_size}",
+                     f"--task={args.task}"],
                     check=True, capture_output=True, text=True, env=env)
                 results.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(json.dumps(results[-1]), flush=True)

@@ -305,9 +305,18 @@ def count_rows(sentences: Sequence[Sentence], tokenizer, max_seq_length: int) ->
     """The feature rows featurize_sentences makes of `sentences` (one per window), without
     making them: what a streamed training split counts before its first epoch."""
     capacity = _capacity(max_seq_length)
-    counts = {"empty": 0, "cut": 0, "dropped": 0}
-    return sum(len(windows([len(p) for p in pieces], capacity))
-               for pieces in _sentence_pieces(sentences, tokenizer, capacity, counts))
+    _, splits = word_pieces(tokenizer, [w for s in sentences for w in s.words])
+    lengths = np.diff(splits)
+    # As _sentence_pieces: no pieces is [UNK], more than a window keeps its first piece.
+    lengths[(lengths == 0) | (lengths > capacity)] = 1
+    starts = np.cumsum([0] + [len(s.words) for s in sentences])
+    totals = np.concatenate([[0], np.cumsum(lengths)])[starts]
+    totals = totals[1:] - totals[:-1]  # pieces of each sentence
+    rows = 0
+    for n in range(len(sentences)):  # most fit one row; the others as featurize cuts them
+        rows += 1 if totals[n] <= capacity else len(
+            windows(lengths[starts[n]: starts[n + 1]], capacity))
+    return rows
 
 
 def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length: int,
