@@ -288,10 +288,16 @@ def test_a_bad_tag_deep_in_a_streamed_conll_file_is_one_error_at_its_line(tmp_pa
     firsts = _conll_file(path, sentences=400)
     bad = firsts[350] + 1  # past many chunks
     _conll_file(path, sentences=400, bad_line=bad)
+    message = (f"{path}:{bad}: 'B-FOO' is not a CoNLL-2003 NER tag; expected one of "
+               f"{', '.join(conll.LABELS)}")
     with pytest.raises(InputError) as error:  # also with a limit: every line is checked
         streaming.StreamedFeatures(conll.ConllTask(), str(path), tokenizer, 32, 100, limit=10)
-    assert str(error.value) == (f"{path}:{bad}: 'B-FOO' is not a CoNLL-2003 NER tag; expected "
-                                f"one of {', '.join(conll.LABELS)}")
+    assert str(error.value) == message
+    out = tmp_path / "run"  # a run fails the same way before its output folder exists
+    with pytest.raises(InputError) as error:
+        main_lib.execute(_config(out, task="conll2003", data_dir=str(tmp_path),
+                                 stream_train_data="true", max_train_examples=10))
+    assert str(error.value) == message and not out.exists()
     # A declared scheme the file contradicts is the error read_conll_file gives, at the
     # first line that contradicts it, once the counting pass has seen the whole file.
     _conll_file(path, sentences=400)
