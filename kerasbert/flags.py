@@ -29,11 +29,11 @@ flags.DEFINE_string("train_file", None, "A training file to read instead of the 
                     "--data_dir (e.g. SQuAD's train-v1.1.json).")
 flags.DEFINE_enum("stream_train_data", "auto", ["auto", "true", "false"], "Read the "
                   "training file anew every epoch, featurizing as it goes, instead of holding "
-                  "its features in memory (GLUE and SWAG; a first pass checks every line and "
+                  "its features in memory (GLUE, SWAG, CoNLL-2003; a first pass checks every line and "
                   "counts the examples). auto: for training files of 64 MB or more.")
 flags.DEFINE_integer("shuffle_buffer_size", 100_000, "With --stream_train_data: shuffle the "
                      "streamed rows in a buffer of this many (~1.5 KB each at max_seq_length "
-                     "128); at least the number of examples gives the in-memory order.")
+                     "128); at least the number of rows gives the in-memory order.")
 flags.DEFINE_string("predict_file", None, "A dev file to evaluate on instead of the one in "
                     "--data_dir (e.g. SQuAD's dev-v1.1.json).")
 
