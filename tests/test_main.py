@@ -105,6 +105,17 @@ def test_squad_fine_tunes_decodes_and_scores(tmp_path, task, keys):
     assert len(predictions) == 12 and all(isinstance(v, str) for v in predictions.values())
     assert (out / "nbest_predictions.json").exists()
     assert (out / "null_odds.json").exists() == (task == "squad_v2")
+    # An epoch covers every window (feature row), not one batch per 8 questions: the
+    # bundled contexts are longer than 64 pieces, so 16 questions make more rows.
+    from kerasbert import plugins
+    from kerasbert.data.tokenization import WordPieceTokenizer
+
+    squad_task = plugins.registry().task(task).configure(max_query_length=16, doc_stride=24)
+    examples = squad_task.read_examples(squad_task.sample_dir(), "train")[:16]
+    tokenizer = WordPieceTokenizer(str(out / "encoder" / "vocab.txt"))
+    rows = len(squad_task.featurize(examples, tokenizer, 64).inputs["token_ids"])
+    history = list(csv.DictReader(open(out / "history.csv")))
+    assert rows > 16 and int(history[-1]["step"]) == -(-rows // TINY["train_batch_size"])
 
 
 def test_squad_query_length_must_leave_room_for_the_passage(tmp_path):

@@ -244,9 +244,10 @@ def trainer_options(config):
             "accumulation_steps": config.gradient_accumulation_steps}
 
 
-def count_steps(num_examples, batch_size, num_epochs):
-    """Steps per epoch (a partial last batch counts) and total steps for the run."""
-    per_epoch = math.ceil(num_examples / batch_size)
+def count_steps(num_rows, batch_size, num_epochs):
+    """Steps per epoch over `num_rows` feature rows (a partial last batch counts) and total
+    steps for the run."""
+    per_epoch = math.ceil(num_rows / batch_size)
     return per_epoch, int(math.ceil(per_epoch * num_epochs))
 
 

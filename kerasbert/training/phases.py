@@ -56,8 +56,10 @@ class PhaseRunner:
         self.model, self.strategy, self.task, self.config = model, strategy, task, config
         self.train, self.evaluate, self.log = train, evaluate, log
         self.phases = plan_phases(config)
-        self.steps = [count_steps(len(train.examples), config.train_batch_size, p.num_epochs)
-                      for p in self.phases]
+        # An epoch is one pass over the feature rows: a long SQuAD context or CoNLL sentence
+        # gives several rows, and counting examples would leave the last batches untrained.
+        self.steps = [count_steps(pipeline.num_rows(train), config.train_batch_size,
+                                  p.num_epochs) for p in self.phases]
         with strategy.scope():
             self.optimizers = {}
             for phase, (_, total) in zip(self.phases, self.steps):
