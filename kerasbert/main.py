@@ -283,7 +283,7 @@ def execute(config, registry=None):
 def export_once(config, registry):
     """Exports the run; a resumed run that had exported already (export.json) does not
     add a second version."""
-    from kerasbert.export.saved_model import export_run
+    from kerasbert.export.saved_model import export_run, find_export
     from kerasbert.io_utils import read_json_object
 
     record = os.path.join(config.output_dir, "export.json")
@@ -292,8 +292,13 @@ def export_once(config, registry):
         if path and os.path.isdir(path):
             _log(f"kerasbert: SavedModel already exported to {path}")
             return
-    faults.crash_point("export")
-    path = export_run(config.output_dir, config.export_dir, registry=registry)
+    path = find_export(config.output_dir, config.export_dir)  # killed before the record
+    if path is not None:
+        _log(f"kerasbert: SavedModel already exported to {path}")
+    else:
+        faults.crash_point("export")
+        path = export_run(config.output_dir, config.export_dir, registry=registry)
+        faults.crash_point("exported")
     atomic_write_json(record, {"path": path})
     _log(f"kerasbert: SavedModel for TF Serving in {path} (see README, Serving)")
 

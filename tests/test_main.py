@@ -132,6 +132,19 @@ def test_export_after_training(tmp_path):
         _run(tmp_path, "sst2", name="no_train", do_train=False,
              export_dir=str(tmp_path / "serving2"))
     assert not (tmp_path / "no_train").exists() and not (tmp_path / "serving2").exists()
+    # A run killed after its export was renamed into place but before export.json was written
+    # finds that version again (same run, same weights) instead of adding a second one.
+    from kerasbert import plugins
+
+    config = RunConfig(**{**json.loads((out / "run_config.json").read_text()),
+                          "export_dir": str(tmp_path / "serving")})
+    os.remove(out / "export.json")
+    main_lib.export_once(config, plugins.registry())
+    assert os.listdir(tmp_path / "serving") == ["1"]
+    assert json.loads((out / "export.json").read_text())["path"] == str(tmp_path / "serving" / "1")
+    metadata = json.loads((tmp_path / "serving" / "1" / "assets.extra" / "kerasbert.json")
+                          .read_text())
+    assert metadata["run_dir"] == str(out) and len(metadata["weights_sha256"]) == 64
 
 
 def test_regression_task_reports_pearson_and_spearman(tmp_path):

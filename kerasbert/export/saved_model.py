@@ -42,6 +42,8 @@ tokenizer's ops); TF Serving's model server has them built in.
 import argparse
 import copy
 import dataclasses
+import hashlib
+import json
 import os
 import re
 import secrets
@@ -374,6 +376,7 @@ def _write_metadata(run, path):
 
     spec = kind_export(run.task)
     atomic_write_json(os.path.join(path, METADATA), {
+        **export_identity(run.run_dir),
         "task": run.task.name, "kind": run.task.kind, "head": run.config.head,
         "label_list": list(run.task.label_list) if run.task.label_list else None,
         "max_seq_length": run.config.max_seq_length,
@@ -384,6 +387,34 @@ def _write_metadata(run, path):
             "doc_stride", "max_query_length", "n_best_size", "max_answer_length")},
             "null_score_diff_threshold": null_threshold(run)} if run.task.kind == SPAN else {}),
     })
+
+
+def export_identity(run_dir):
+    """Which run and which trained weights an export was made from (in its metadata)."""
+    digest = hashlib.sha256()
+    with open(os.path.join(run_dir, MODEL_WEIGHTS), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"run_dir": os.path.abspath(run_dir), "weights_sha256": digest.hexdigest()}
+
+
+def find_export(run_dir, export_dir):
+    """The version folder of `export_dir` already exported from this run's current weights,
+    or None (a run killed between an export and its record finds it again)."""
+    identity = None
+    for version in reversed(existing_versions(export_dir)):
+        metadata = os.path.join(export_dir, str(version), METADATA)
+        try:
+            with open(metadata, encoding="utf-8") as f:
+                recorded = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if recorded.get("run_dir") != os.path.abspath(run_dir):
+            continue
+        identity = identity or export_identity(run_dir)
+        if recorded.get("weights_sha256") == identity["weights_sha256"]:
+            return os.path.join(export_dir, str(version))
+    return None
 
 
 def existing_versions(export_dir):

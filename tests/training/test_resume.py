@@ -206,6 +206,13 @@ def test_sigkill_during_prediction_and_export_resumes_without_retraining(tmp_pat
     resumed = _cli(_cli_args(out2, do_predict=True))
     assert resumed.returncode == 0 and "finetune epoch" not in resumed.stdout
     assert (out2 / "test_results.tsv").read_text() == (out / "test_results.tsv").read_text()
+    # Killed after the export was renamed into place, before export.json: no second version.
+    out3, exports3 = tmp_path / "third", tmp_path / "exports3"
+    _cli(_cli_args(out3, export_dir=exports3), "exported")
+    assert sorted(os.listdir(exports3)) == ["1"] and not (out3 / "export.json").exists()
+    resumed = _cli(_cli_args(out3, export_dir=exports3))
+    assert resumed.returncode == 0 and "SavedModel already exported" in resumed.stdout
+    assert sorted(os.listdir(exports3)) == ["1"]
 
 
 # --- What --output_dir may hold ------------------------------------------------------------
