@@ -218,8 +218,11 @@ def execute(config, registry=None):
         attach_cached_features(model, features, config.feature_cache_dir)
     prepare_output_dir(config)
     config.save(os.path.join(config.output_dir, RUN_CONFIG))
-    _log(f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder {source}, "
-         + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
+    # A random encoder's vocabulary depends on what is installed (checkpoints.default_vocab).
+    vocabulary = f" (vocabulary {vocab_file}, {tokenizer.vocab_size} pieces)" if (
+        source == "random") else ""
+    _log(f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder {source}"
+         f"{vocabulary}, " + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
 
     train = features.get("train") if config.do_train else None
     if train is not None:
