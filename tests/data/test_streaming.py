@@ -165,20 +165,12 @@ def _same_training(out, reference):
 
 
 def test_a_streamed_run_trains_like_the_in_memory_run(tmp_path, in_memory, capsys,
-                                                      monkeypatch):
+                                                      interrupt_at):
     out = tmp_path / "run"
-    reached = []
-
-    def crash_point(name, before_kill=None):  # in-process stand-in for a SIGKILL at step 7
-        if name == "train_step":
-            reached.append(name)
-            if len(reached) == 7:
-                raise KeyboardInterrupt
-
-    monkeypatch.setattr(faults, "crash_point", crash_point)
+    disarm = interrupt_at("train_step", 7)  # stands in for a SIGKILL at step 7
     with pytest.raises(KeyboardInterrupt):
         main_lib.execute(_config(out, stream_train_data="true"))
-    monkeypatch.undo()
+    disarm()
     capsys.readouterr()
     main_lib.execute(_config(out, stream_train_data="true"))
     log = capsys.readouterr().out

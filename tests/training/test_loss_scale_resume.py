@@ -6,7 +6,6 @@ import csv
 import pytest
 import tensorflow as tf
 
-from kerasbert import faults
 from kerasbert import main as main_lib
 from kerasbert.config import RunConfig
 from kerasbert.training import precision
@@ -45,25 +44,17 @@ def _losses(out):
         return [float(row["train_loss"]) for row in csv.DictReader(f)]
 
 
-def test_a_resumed_float16_run_continues_with_the_saved_loss_scale(tmp_path, monkeypatch):
+def test_a_resumed_float16_run_continues_with_the_saved_loss_scale(tmp_path, interrupt_at):
     straight = tmp_path / "straight"
     metrics = main_lib.execute(_config(straight))
     final_scale = _saved_scale(straight)
     assert final_scale < START / 4  # it did overflow and shrink
 
     out = tmp_path / "run"
-    reached = []
-
-    def crash_point(name, before_kill=None):  # in-process stand-in for a kill at step 3
-        if name == "train_step":
-            reached.append(name)
-            if len(reached) == 3:
-                raise KeyboardInterrupt
-
-    monkeypatch.setattr(faults, "crash_point", crash_point)
+    disarm = interrupt_at("train_step", 3)  # stands in for a kill at step 3
     with pytest.raises(KeyboardInterrupt):
         main_lib.execute(_config(out))
-    monkeypatch.setattr(faults, "crash_point", lambda name, before_kill=None: None)
+    disarm()
     assert _saved_scale(out) == START / 4  # the step-2 checkpoint: two overflows, two halvings
 
     resumed = main_lib.execute(_config(out))
