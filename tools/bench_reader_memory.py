@@ -54,10 +54,14 @@ def _vocab():
     return default_vocab()
 
 
+def _words():
+    """The plain ASCII words of the vocabulary, for generated text."""
+    with open(_vocab(), encoding="utf-8") as f:
+        return [w for w in f.read().split() if w.isalpha() and w.isascii()]
+
+
 def generate(path, megabytes, seed=0):
-    vocab = _vocab()
-    with open(vocab, encoding="utf-8") as f:
-        words = [w for w in f.read().split() if w.isalpha() and w.isascii()]
+    words = _words()
     rng = random.Random(seed)
     target = megabytes * 1024 * 1024
     with open(path, "w", encoding="utf-8") as f:
@@ -73,9 +77,7 @@ def generate(path, megabytes, seed=0):
 
 def generate_conll(path, megabytes, seed=0):
     """A CoNLL-2003 layout file of about `megabytes`; returns its number of sentences."""
-    vocab = _vocab()
-    with open(vocab, encoding="utf-8") as f:
-        words = [w for w in f.read().split() if w.isalpha() and w.isascii()]
+    words = _words()
     types = ("PER", "ORG", "LOC", "MISC")
     rng = random.Random(seed)
     target = megabytes * 1024 * 1024
