@@ -15,7 +15,7 @@ from absl import app, flags, logging
 
 from kerasbert import config as config_lib
 from kerasbert import faults, plugins
-from kerasbert.config import configure_task
+from kerasbert.config import RUN_CONFIG, configure_task
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.io_utils import atomic_write_json, atomic_write_text
@@ -94,7 +94,6 @@ def metrics_for_splits(task, per_split):
     return merged
 
 
-RUN_CONFIG = "run_config.json"
 # Differences in these settings do not stop an unfinished run from resuming.
 RESUMABLE_CHANGES = ("overwrite_output_dir", "do_predict", "export_dir", "eval_batch_size",
                      "save_checkpoints_steps")

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+from kerasbert.config import RUN_CONFIG
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_text, read_history, read_json_object
 
@@ -19,7 +20,7 @@ REPORT = "report.md"
 CURVES = "curves.png"
 PRUNED = "sweep_pruned.json"  # written by a sweep when it dropped a run's large files
 # Files every run writes; anything else in a run folder is a prediction/eval file.
-RUN_FILES = ("run_config.json", "metrics.json", "eval_results.txt", "history.csv", REPORT,
+RUN_FILES = (RUN_CONFIG, "metrics.json", "eval_results.txt", "history.csv", REPORT,
              CURVES, PRUNED, "failed.json")
 RUN_FOLDERS = {"tensorboard": "TensorBoard events (`tensorboard --logdir` this folder)",
                "checkpoints": "resume state (latest epoch)",
@@ -53,7 +54,7 @@ def _main_metric_of(config, metrics):
 
 def write_run_report(run_dir, main_metric=None):
     """Writes `<run_dir>/report.md` and `<run_dir>/curves.png`; returns the report's path."""
-    config_path = os.path.join(run_dir, "run_config.json")
+    config_path = os.path.join(run_dir, RUN_CONFIG)
     if not os.path.isfile(config_path):
         raise InputError(f"{run_dir}: not a kerasbert run (no run_config.json)")
     config = read_json_object(config_path)
@@ -120,7 +121,7 @@ def _file_lines(run_dir):
     for n in outputs:
         lines.append(f"- [{n}]({n})" + (" (weights of encoder + head)"
                                          if n.endswith(".weights.h5") else ""))
-    for n in ("metrics.json", "eval_results.txt", "history.csv", "run_config.json"):
+    for n in ("metrics.json", "eval_results.txt", "history.csv", RUN_CONFIG):
         if n in names:
             lines.append(f"- [{n}]({n})")
     for folder, what in RUN_FOLDERS.items():

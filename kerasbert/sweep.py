@@ -24,6 +24,7 @@ import shutil
 import statistics
 
 from kerasbert import report
+from kerasbert.config import RUN_CONFIG
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.io_utils import (
     atomic_write_json,
@@ -141,14 +142,14 @@ def run_status(run_dir):
         return "finished"
     if os.path.isfile(os.path.join(run_dir, FAILED)):
         return "failed"
-    if os.path.isfile(os.path.join(run_dir, "run_config.json")):
+    if os.path.isfile(os.path.join(run_dir, RUN_CONFIG)):
         return "unfinished"
     return "pending"
 
 
 def check_same_settings(run):
     """A folder trained with other settings must not be counted (or resumed) as this run."""
-    path = os.path.join(run.config.output_dir, "run_config.json")
+    path = os.path.join(run.config.output_dir, RUN_CONFIG)
     if not os.path.isfile(path):
         return
     saved = read_json_object(path)

@@ -51,11 +51,11 @@ import shutil
 import sys
 from typing import Callable
 
+from kerasbert.config import RUN_CONFIG
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import read_json_object
 from kerasbert.tasks.base import CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TAGGING
 
-RUN_CONFIG = "run_config.json"
 MODEL_WEIGHTS = "model.weights.h5"
 METADATA = os.path.join("assets.extra", "kerasbert.json")  # TF Serving ignores the rest of it
 TEMP_PREFIX = ".tmp-"  # TF Serving only loads folders named by a number
