@@ -5,6 +5,8 @@ import matplotlib
 matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kerasbert.analysis.figures import save_figure
+
 
 def plot_curves(runs, path, metric="accuracy", title=None):
     """One panel per run: train loss, train accuracy and dev metric per epoch, with the
@@ -31,6 +33,4 @@ def plot_curves(runs, path, metric="accuracy", title=None):
     axes[0][-1].legend(loc="lower right", fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)

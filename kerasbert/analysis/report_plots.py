@@ -9,6 +9,8 @@ matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
+from kerasbert.analysis.figures import save_figure
+
 
 def _number(value):
     """A float from a history/CSV cell, or None for blanks and non-numbers."""
@@ -58,9 +60,7 @@ def plot_run_history(rows, path, main_metric, title=None):
         ax.legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, path, dpi=80)
 
 
 def plot_sweep(runs, path, metric, title=None):
@@ -111,9 +111,7 @@ def plot_sweep(runs, path, metric, title=None):
     curve_ax.legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, path, dpi=80)
 
 
 def plot_size_grid(rows, path, metric, title=None):
@@ -129,7 +127,5 @@ def plot_size_grid(rows, path, metric, title=None):
     ax.grid(alpha=0.3, which="both")
     if title:
         ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, path, dpi=80)
 

@@ -1,31 +1,19 @@
 """The landscape's pictures (matplotlib, headless). Runs compared side by side share their
 axes and colour levels, so shapes can be compared by eye."""
 
-import os
-import tempfile
-
 import matplotlib
 
 matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt
 import numpy as np
 
+from kerasbert.analysis.figures import save_figure
+
 DPI = 80
 
 
 def _save(fig, path):
-    """Writes the PNG beside its target, then renames: whole or not at all."""
-    fig.tight_layout()
-    directory, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name, suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=DPI)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    save_figure(fig, path, DPI)
 
 
 def plot_1d(curves, path):
