@@ -99,30 +99,33 @@ def test_mid_epoch_kill_and_torn_checkpoint_resume_to_the_same_end(
     assert _loss_steps(out) == list(range(1, 9)) == _loss_steps(straight)
 
 
-def test_restore_with_no_whole_checkpoint_starts_from_the_beginning(tmp_path):
-    model = keras.Sequential([keras.Input([2]), keras.layers.Dense(1)])
+def _dense_state(tmp_path, units=1):
+    """The run state of a one-layer model (2 → units) with a built Adam, in tmp_path."""
+    model = keras.Sequential([keras.Input([2]), keras.layers.Dense(units)])
     optimizer = keras.optimizers.Adam()
     optimizer.build(model.trainable_variables)
-    state = checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+    return checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+
+
+def test_restore_with_no_whole_checkpoint_starts_from_the_beginning(tmp_path):
+    state = _dense_state(tmp_path)
     state.save(0, 1)
     state.save(0, 2)
     for prefix in state.candidates():
         checkpointing.tear(prefix)
     messages = []
-    fresh = checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+    fresh = checkpointing.RunState(str(tmp_path), state.model,
+                                   {"finetune": state.optimizers[0]})
     assert fresh.restore(messages.append) == checkpointing.Position()
     assert len(messages) == 2 and all("is damaged" in m for m in messages)
     assert fresh.restored_from is None
 
 
 def test_nan_weights_are_never_saved(tmp_path):
-    model = keras.Sequential([keras.Input([2]), keras.layers.Dense(1)])
-    optimizer = keras.optimizers.Adam()
-    optimizer.build(model.trainable_variables)
-    state = checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+    state = _dense_state(tmp_path)
     state.save(0, 1)
     good = state.manager.latest_checkpoint
-    model.layers[0].kernel.assign([[np.nan], [1.0]])
+    state.model.layers[0].kernel.assign([[np.nan], [1.0]])
     with pytest.raises(checkpointing.NonFiniteWeightsError, match="by step 0 .*kernel"):
         state.save(0, 2)
     assert state.candidates() == [good]
@@ -241,22 +244,13 @@ def test_output_dir_rules(tmp_path):
 
 
 def test_a_whole_checkpoint_of_another_model_is_an_error(tmp_path):
-    def state(units):
-        model = keras.Sequential([keras.Input([2]), keras.layers.Dense(units)])
-        optimizer = keras.optimizers.Adam()
-        optimizer.build(model.trainable_variables)
-        return checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
-
-    state(1).save(0, 1)
+    _dense_state(tmp_path, units=1).save(0, 1)
     with pytest.raises(InputError, match=r"ckpt-1: does not match this run's model"):
-        state(3).restore()
+        _dense_state(tmp_path, units=3).restore()
 
 
 def test_a_checkpoint_that_cannot_be_written_keeps_the_last_good_one(tmp_path, monkeypatch):
-    model = keras.Sequential([keras.Input([2]), keras.layers.Dense(1)])
-    optimizer = keras.optimizers.Adam()
-    optimizer.build(model.trainable_variables)
-    state = checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+    state = _dense_state(tmp_path)
     state.save(0, 1)
 
     def full_disk(*args, **kwargs):
