@@ -30,11 +30,12 @@ class Trainer:
         after the other (only one micro-batch's activations live at a time); their summed
         gradients make one optimizer step, the same step one batch would make.
     A model built under the mixed_float16 policy gets dynamic loss scaling
-    (kerasbert/training/precision.py); outputs and losses are computed in float32.
+    (kerasbert/training/precision.py): `loss_scale`, or a fresh DynamicLossScale; outputs
+    and losses are computed in float32.
     """
 
     def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0, jit_compile=False,
-                 accumulation_steps=1):
+                 accumulation_steps=1, loss_scale=None):
         self.model = model
         self.kind = kind
         self.strategy = strategy
@@ -46,8 +47,10 @@ class Trainer:
         self.length_multiple = XLA_LENGTH_MULTIPLE if jit_compile else 1
         self.loss_scale = None
         if model.dtype_policy.compute_dtype == "float16" and optimizer is not None:
-            with strategy.scope():
-                self.loss_scale = precision.DynamicLossScale()
+            self.loss_scale = loss_scale
+            if loss_scale is None:
+                with strategy.scope():
+                    self.loss_scale = precision.DynamicLossScale()
         # Without XLA the replica function is simply traced into the step (no nested
         # tf.function, whose call boundary costs tracing time and graph optimisations).
         # autograph=False, as Keras' own fit/predict steps (do_not_convert): layers hold no

@@ -58,8 +58,9 @@ class PhaseRunner:
         self.phases = plan_phases(config)
         # An epoch is one pass over the feature rows: a long SQuAD context or CoNLL sentence
         # gives several rows, and counting examples would leave the last batches untrained.
-        self.steps = [count_steps(pipeline.num_rows(train), config.train_batch_size,
-                                  p.num_epochs) for p in self.phases]
+        self.rows = pipeline.num_rows(train)
+        self.steps = [count_steps(self.rows, config.train_batch_size, p.num_epochs)
+                      for p in self.phases]
         with strategy.scope():
             self.optimizers = {}
             for phase, (_, total) in zip(self.phases, self.steps):
@@ -77,11 +78,10 @@ class PhaseRunner:
         self.state = checkpointing.RunState(config.output_dir, model, self.optimizers,
                                             self.loss_scales)
         self.history_path = os.path.join(config.output_dir, "history.csv")
-        self.best_head_path = os.path.join(config.output_dir, "checkpoints", "best_head.npz")
-        self.phase_metrics_path = os.path.join(config.output_dir, "checkpoints", "phases.json")
+        self.best_head_path = os.path.join(self.state.directory, "best_head.npz")
+        self.phase_metrics_path = os.path.join(self.state.directory, "phases.json")
         self.tensorboard_dir = os.path.join(config.output_dir, "tensorboard")
         self.writer = None  # made after a resume has trimmed the event files
-        self.rows = pipeline.num_rows(train)  # feature rows, not examples
         self.timer = Timer()
         self.trajectory = recorder_for(config, model)  # --save_trajectory_every (else None)
 
@@ -153,9 +153,8 @@ class PhaseRunner:
         config, optimizer = self.config, self.optimizers[phase.name]
         self.model.set_backbone_trainable(phase.train_backbone)
         trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer,
+                          loss_scale=self.loss_scales.get(phase.name),
                           **trainer_options(config))
-        if trainer.loss_scale is not None:  # before the step is traced, which reads it
-            trainer.loss_scale = self.loss_scales[phase.name]
         per_epoch, total = self.steps[index]
         step_offset = sum(t for _, t in self.steps[:index])  # a global step for TensorBoard
         best, since_best, metrics = start.best, start.since_best, {}
