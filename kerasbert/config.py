@@ -11,8 +11,6 @@ from typing import Any, Mapping
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json
 
-RUN_CONFIG = "run_config.json"  # a run's RunConfig, in its --output_dir
-
 DISTRIBUTION_STRATEGIES = ("one_device", "mirrored", "multi_worker", "tpu")
 
 

@@ -12,6 +12,7 @@ import tempfile
 import tensorflow as tf
 
 from kerasbert.errors import InputError
+from kerasbert.run_folder import CHECKPOINT_DIR
 
 
 def make_strategy(name="one_device", tpu=None):
@@ -85,8 +86,6 @@ def worker_output_dir(strategy, output_dir, resume=True):
     if is_chief(strategy):
         return output_dir
     folder = tempfile.mkdtemp(prefix="kerasbert-worker-")
-    from kerasbert.training.checkpointing import CHECKPOINT_DIR
-
     chief_checkpoints = os.path.join(output_dir, CHECKPOINT_DIR)
     if resume and os.path.isdir(chief_checkpoints):
         shutil.copytree(chief_checkpoints, os.path.join(folder, CHECKPOINT_DIR),

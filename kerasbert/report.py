@@ -8,23 +8,17 @@ sweep's report (see kerasbert/sweep.py) has the table per learning rate and one 
 Everything is built from the files a run leaves, so a report can be regenerated at any time.
 """
 
+import csv
+import io
 import json
 import os
 import sys
 
-from kerasbert.config import RUN_CONFIG
+from kerasbert import plugins, run_folder
+from kerasbert.analysis.report_plots import plot_run_history, plot_sweep
 from kerasbert.errors import InputError
-from kerasbert.io_utils import atomic_write_text, read_history, read_json_object
-
-REPORT = "report.md"
-CURVES = "curves.png"
-PRUNED = "sweep_pruned.json"  # written by a sweep when it dropped a run's large files
-# Files every run writes; anything else in a run folder is a prediction/eval file.
-RUN_FILES = (RUN_CONFIG, "metrics.json", "eval_results.txt", "history.csv", REPORT,
-             CURVES, PRUNED, "failed.json")
-RUN_FOLDERS = {"tensorboard": "TensorBoard events (`tensorboard --logdir` this folder)",
-               "checkpoints": "resume state (latest epoch)",
-               "encoder": "the fine-tuned encoder (`--init_checkpoint=` this run)"}
+from kerasbert.io_utils import atomic_write_text, read_json_object
+from kerasbert.metrics import finite_value
 
 
 def fmt(value):
@@ -45,8 +39,6 @@ def markdown_table(header, rows):
 def _main_metric_of(config, metrics):
     """The task's main metric: from the registry if the task is known, else the first key."""
     try:
-        from kerasbert import plugins
-
         return plugins.registry().task(config["task"]).main_metric
     except (InputError, KeyError):  # a task this install lacks: the report still gets written
         return next(iter(k for k in metrics if k != "phases"), None)
@@ -54,23 +46,20 @@ def _main_metric_of(config, metrics):
 
 def write_run_report(run_dir, main_metric=None):
     """Writes `<run_dir>/report.md` and `<run_dir>/curves.png`; returns the report's path."""
-    config_path = os.path.join(run_dir, RUN_CONFIG)
-    if not os.path.isfile(config_path):
-        raise InputError(f"{run_dir}: not a kerasbert run (no run_config.json)")
-    config = read_json_object(config_path)
-    metrics_path = os.path.join(run_dir, "metrics.json")
-    metrics = read_json_object(metrics_path) if os.path.isfile(metrics_path) else {}
+    if not os.path.isfile(run_folder.path(run_dir, run_folder.RUN_CONFIG)):
+        raise InputError(f"{run_dir}: not a kerasbert run (no {run_folder.RUN_CONFIG})")
+    config = run_folder.read_config(run_dir)
+    metrics = run_folder.read_metrics(run_dir)
     phases = metrics.pop("phases", None)
-    history = read_history(os.path.join(run_dir, "history.csv"))
+    history = run_folder.read_run_history(run_dir)
     main_metric = main_metric or _main_metric_of(config, metrics)
 
     name = os.path.basename(os.path.normpath(run_dir))
     lines = [f"# {config['task']}: {name}", ""]
     if main_metric in metrics:
         lines.append(f"**dev {main_metric} = {fmt(metrics[main_metric])}** (end of training)")
-    elif os.path.isfile(os.path.join(run_dir, "failed.json")):
-        failure = read_json_object(os.path.join(run_dir, "failed.json"))
-        lines.append(f"**failed**: {failure.get('error', '?')}")
+    elif run_folder.status(run_dir) == "failed":
+        lines.append(f"**failed**: {run_folder.read_failure(run_dir)}")
     else:
         lines.append("No dev metrics (unfinished run, or --do_eval=false).")
     lines += ["", f"encoder `{config.get('init_checkpoint') or 'default (MiniLM)'}`, "
@@ -89,11 +78,9 @@ def write_run_report(run_dir, main_metric=None):
         lines += [markdown_table(["phase"] + keys, rows)]
 
     if history:
-        from kerasbert.analysis.report_plots import plot_run_history
-
-        plot_run_history(history, os.path.join(run_dir, CURVES), main_metric,
+        plot_run_history(history, run_folder.path(run_dir, run_folder.CURVES), main_metric,
                          title=f"{config['task']} {name}")
-        lines += ["## Training curves", "", f"![training curves]({CURVES})", ""]
+        lines += ["## Training curves", "", f"![training curves]({run_folder.CURVES})", ""]
         shown = [k for k in ("phase", "epoch", "step", "train_loss", "train_accuracy",
                              f"dev_{main_metric}", "learning_rate", "seconds") if k in history[0]]
         lines += [markdown_table(shown, [[_cell(r.get(k)) for k in shown] for r in history])]
@@ -101,7 +88,7 @@ def write_run_report(run_dir, main_metric=None):
     lines += ["## Files", ""] + _file_lines(run_dir) + [""]
     lines += ["## Config", "", markdown_table(
         ["setting", "value"], [[k, json.dumps(v)] for k, v in sorted(config.items())])]
-    path = os.path.join(run_dir, REPORT)
+    path = run_folder.path(run_dir, run_folder.REPORT)
     atomic_write_text(path, "\n".join(lines))
     return path
 
@@ -116,22 +103,92 @@ def _cell(value):
 def _file_lines(run_dir):
     lines = []
     names = sorted(os.listdir(run_dir))
-    outputs = [n for n in names if n not in RUN_FILES and not n.startswith(".")
+    outputs = [n for n in names if n not in run_folder.SUMMARY_FILES and not n.startswith(".")
                and os.path.isfile(os.path.join(run_dir, n))]
     for n in outputs:
         lines.append(f"- [{n}]({n})" + (" (weights of encoder + head)"
                                          if n.endswith(".weights.h5") else ""))
-    for n in ("metrics.json", "eval_results.txt", "history.csv", RUN_CONFIG):
+    for n in (run_folder.METRICS, run_folder.EVAL_RESULTS, run_folder.HISTORY,
+              run_folder.RUN_CONFIG):
         if n in names:
             lines.append(f"- [{n}]({n})")
-    for folder, what in RUN_FOLDERS.items():
+    for folder, what in run_folder.FOLDER_ROLES.items():
         if os.path.isdir(os.path.join(run_dir, folder)):
             lines.append(f"- [{folder}/]({folder}/): {what}")
-    if PRUNED in names:
-        removed = read_json_object(os.path.join(run_dir, PRUNED)).get("removed", [])
+    if run_folder.PRUNED in names:
+        removed = run_folder.read_pruned(run_dir)
         lines.append(f"- not the best run of its sweep: its large files were removed "
                      f"({', '.join(removed) or 'none'}); metrics, history and config are kept")
     return lines
+
+
+# --- A sweep's report --------------------------------------------------------------------
+
+def write_sweep_report(sweep_dir):
+    """sweep.csv, sweep.png and report.md from sweep.json and the runs' history files."""
+    summary = read_json_object(run_folder.path(sweep_dir, run_folder.SWEEP_JSON))
+    metric, runs, best = summary["metric"], summary["runs"], summary["best"]
+    keys = list(dict.fromkeys([metric] + [k for r in runs for k in (r["metrics"] or {})]))
+    seconds = {}
+    curves = {}
+    for r in runs:
+        history = run_folder.read_run_history(os.path.join(sweep_dir, r["dir"]))
+        seconds[r["name"]] = history[-1].get("seconds", "") if history else ""
+        curves[r["name"]] = [float(h[f"dev_{metric}"]) if h.get(f"dev_{metric}") else None
+                             for h in history]
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["run", "learning_rate", "restart", "seed", "status", *keys,
+                     "train_seconds", "best"])
+    for r in runs:
+        m = r["metrics"] or {}
+        writer.writerow([r["name"], r["learning_rate"], r["restart"], r["seed"], r["status"],
+                         *[m.get(k, "") for k in keys], seconds[r["name"]],
+                         int(r["name"] == best)])
+    atomic_write_text(run_folder.path(sweep_dir, run_folder.SWEEP_CSV), buffer.getvalue())
+
+    plot_sweep([{**r, "value": finite_value(r["metrics"], metric), "curve": curves[r["name"]],
+                 "best": r["name"] == best} for r in runs],
+               run_folder.path(sweep_dir, run_folder.SWEEP_PNG), metric,
+               title=f"{summary['task']}: dev {metric} over learning rates and restarts")
+
+    finished = sum(r["status"] == "finished" for r in runs)
+    failed = sum(r["status"] == "failed" for r in runs)
+    rates = summary["learning_rates"]
+    title = (f"# Sweep: {summary['task']}, {len(rates)} learning rate"
+             f"{'s' * (len(rates) > 1)} × {summary['num_restarts']} restart"
+             f"{'s' * (summary['num_restarts'] > 1)}")
+    lines = [title, "",
+             f"{finished} of {len(runs)} runs finished" + (f", {failed} failed" if failed else "")
+             + ". Restart i uses seed " + f"{summary['seed']} + i (data shuffling, dropout, head "
+             "initialisation) from the same encoder checkpoint; every learning rate sees the "
+             f"same seeds. Selection: dev {metric}, "
+             + ("higher" if summary["higher_is_better"] else "lower") + " is better.", ""]
+    if best:
+        value = next(finite_value(r["metrics"], metric) for r in runs if r["name"] == best)
+        lines += [(f"**Best: [{best}]({run_folder.SWEEP_RUNS}/{best}/report.md), dev {metric} = "
+                   f"{fmt(value)}**. It is kept in full ({run_folder.SWEEP_RUNS}/{best}/: weights, "
+                   "encoder, checkpoints, predictions); the other runs keep their metrics, "
+                   "history, config and report."), ""]
+    lines += [f"## Dev {metric} per learning rate", "", markdown_table(
+        ["learning rate", "restarts finished", "mean ± std", "best", "best run"],
+        [[f"{s['learning_rate']:g}", f"{s['finished']}/{s['runs']}",
+          "–" if s["mean"] is None else f"{fmt(s['mean'])} ± {fmt(s['std'])}",
+          "–" if s["best"] is None else s["best"],
+          "–" if s["best_run"] is None else s["best_run"] + (" ★" if s["best_run"] == best
+                                                              else "")]
+         for s in summary["per_learning_rate"]]),
+        f"![dev {metric} per learning rate and restart]({run_folder.SWEEP_PNG})", "",
+        "## All runs", "", markdown_table(
+            ["run", "learning rate", "seed", "status", *keys, "train s", "report"],
+            [[r["name"], f"{r['learning_rate']:g}", r["seed"], r["status"],
+              *[(r["metrics"] or {}).get(k, "") for k in keys], seconds[r["name"]],
+              f"[report]({r['dir']}/report.md)" if r["status"] in ("finished", "failed")
+              else "–"] for r in runs])]
+    path = run_folder.path(sweep_dir, run_folder.REPORT)
+    atomic_write_text(path, "\n".join(lines))
+    return path
 
 
 def main(argv=None):
@@ -141,10 +198,8 @@ def main(argv=None):
         return 2
     target = argv[0]
     try:
-        if os.path.isfile(os.path.join(target, "sweep.json")):
-            from kerasbert import sweep
-
-            path = sweep.write_sweep_report(target)
+        if os.path.isfile(run_folder.path(target, run_folder.SWEEP_JSON)):
+            path = write_sweep_report(target)
         else:
             path = write_run_report(target)
     except InputError as e:

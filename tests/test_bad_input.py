@@ -14,15 +14,16 @@ import os
 
 import pytest
 
-from kerasbert import io_utils
-from kerasbert import main as main_lib
+import kerasbert
+from kerasbert import io_utils, run_folder
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
 from kerasbert.model import checkpoints
 from kerasbert.tasks import conll, glue, squad, swag
 
-SAMPLES = os.path.join(os.path.dirname(main_lib.__file__), "data", "samples")
+SAMPLES = os.path.join(os.path.dirname(kerasbert.__file__), "data", "samples")
 
 
 def _cut(source, target, line, keep):
@@ -83,7 +84,7 @@ def test_vocabulary_larger_than_the_checkpoint(tmp_path):
     config = RunConfig(task="sst2", output_dir=str(tmp_path / "run"), max_seq_length=32)
     with pytest.raises(InputError, match=r"--vocab_file=.*vocab\.txt: 30622 tokens, but the "
                                          r"encoder's embedding table has only 30522 rows"):
-        main_lib.check_encoder_fits(config, loaded.backbone, WordPieceTokenizer(str(vocab)))
+        run_lib.check_encoder_fits(config, loaded.backbone, WordPieceTokenizer(str(vocab)))
 
 
 def test_output_dir_that_cannot_be_written(tmp_path):
@@ -91,7 +92,7 @@ def test_output_dir_that_cannot_be_written(tmp_path):
     blocker.write_text("")
     config = RunConfig(task="sst2", output_dir=str(blocker / "run"))
     with pytest.raises(InputError, match=rf"--output_dir={blocker / 'run'}: cannot write there"):
-        main_lib.prepare_output_dir(config)
+        run_folder.prepare(config)
 
 
 class _FullDisk(io.StringIO):
@@ -120,7 +121,7 @@ def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch)
     monkeypatch.setattr(io_utils.os, "fdopen", fdopen)
     out = tmp_path / "run"
     with pytest.raises(InputError, match=r"run_config\.json: cannot write: No space left"):
-        main_lib.execute(RunConfig(task="sst2", output_dir=str(out), init_checkpoint="random",
+        run_lib.execute(RunConfig(task="sst2", output_dir=str(out), init_checkpoint="random",
                                    model_size="2/32/2", max_seq_length=32,
                                    max_train_examples=8, max_eval_examples=8))
     assert os.listdir(out) == []

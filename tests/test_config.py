@@ -60,7 +60,7 @@ def test_task_recipe_fills_only_missing_values(tmp_path):
 
 def test_a_run_exports_after_its_training_files_are_gone(tmp_path):
     """Exporting reads run_config.json; the data it trained on may have been deleted."""
-    from kerasbert.export.saved_model import RUN_CONFIG, read_run_config
+    from kerasbert.run_folder import RUN_CONFIG, read_run_config
 
     train, predict = tmp_path / "train.json", tmp_path / "dev.json"
     train.write_text("{}")

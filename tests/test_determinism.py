@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from kerasbert import main as main_lib
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 
 SETTINGS = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
@@ -61,7 +61,7 @@ def test_same_seed_on_cpu_gives_identical_metrics_history_and_weights_across_pro
         tmp_path):
     # One run in this process, one in a fresh process through the CLI; no op-determinism
     # switch: TF's CPU kernels are deterministic for this model.
-    main_lib.execute(RunConfig(**SETTINGS, output_dir=str(tmp_path / "here")))
+    run_lib.execute(RunConfig(**SETTINGS, output_dir=str(tmp_path / "here")))
     there = _cli_run(tmp_path / "there")
     assert json.loads((there / "run_config.json").read_text())["deterministic"] is False
     _assert_same_run(tmp_path / "here", there)
@@ -76,5 +76,5 @@ def test_deterministic_flag_runs_repeat_exactly_and_differ_only_by_rounding(tmp_
     _assert_same_run(first, second)
     # Its deterministic kernels sum in another order than the default CPU ones: the weights
     # move by float32 rounding (measured: at most 7.5e-9), the 6-digit history not at all.
-    main_lib.execute(RunConfig(**SETTINGS, output_dir=str(tmp_path / "default")))
+    run_lib.execute(RunConfig(**SETTINGS, output_dir=str(tmp_path / "default")))
     _assert_same_run(first, tmp_path / "default", atol=1e-6)

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from kerasbert import main as main_lib
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 
@@ -20,7 +20,7 @@ TINY = dict(init_checkpoint="random", model_size="2/32/2", max_seq_length=32,
 def _run(tmp_path, task, name="run", **overrides):
     values = dict(TINY, task=task, output_dir=str(tmp_path / name))
     values.update(overrides)
-    return main_lib.execute(RunConfig(**values)), tmp_path / name
+    return run_lib.execute(RunConfig(**values)), tmp_path / name
 
 
 def test_single_sentence_task_writes_every_output(tmp_path):
@@ -139,7 +139,7 @@ def test_export_after_training(tmp_path):
     config = RunConfig(**{**json.loads((out / "run_config.json").read_text()),
                           "export_dir": str(tmp_path / "serving")})
     os.remove(out / "export.json")
-    main_lib.export_once(config, plugins.registry())
+    run_lib.export_once(config, plugins.registry())
     assert os.listdir(tmp_path / "serving") == ["1"]
     assert json.loads((out / "export.json").read_text())["path"] == str(tmp_path / "serving" / "1")
     metadata = json.loads((tmp_path / "serving" / "1" / "assets.extra" / "kerasbert.json")

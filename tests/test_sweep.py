@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from kerasbert import main as main_lib
 from kerasbert import report as report_lib
+from kerasbert import run as run_lib
 from kerasbert import sweep
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
@@ -206,7 +206,7 @@ def test_tiny_sweep_trains_every_restart_with_its_own_seed(tmp_path):
 
     def counting_execute(config, registry=None):
         calls.append(os.path.basename(config.output_dir))
-        return main_lib.execute(config, registry)
+        return run_lib.execute(config, registry)
 
     summary = sweep.run_sweep(_base(tmp_path), "1e-3", 2, execute=counting_execute,
                               log=lambda _: None)

@@ -47,7 +47,7 @@ def build(args):
 
 def naive_grid(model, task, samples, theta, d1, d2, alphas, betas, batch_size):
     from kerasbert.data import pipeline
-    from kerasbert.landscape.trajectory import assign
+    from kerasbert.training.trajectory import assign
 
     for b in betas:
         for a in alphas:
@@ -76,7 +76,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from kerasbert.landscape import directions, surface
-    from kerasbert.landscape.trajectory import snapshot, weight_names
+    from kerasbert.training.trajectory import snapshot, weight_names
 
     task, model, samples = build(args)
     theta, names = snapshot(model), weight_names(model)

@@ -20,6 +20,7 @@ from absl import app
 
 from kerasbert import main as kb_main
 from kerasbert import plugins
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.io_utils import atomic_write_text, read_history
 
@@ -55,7 +56,7 @@ def run_variant(variant):
     if variant == "max_length":
         pipeline.make_dataset = padded_to_max_length(pipeline.make_dataset)
     task = plugins.registry().task(FLAGS.task)
-    kb_main.execute(RunConfig.from_flags(FLAGS, kb_main.head_options(
+    run_lib.execute(RunConfig.from_flags(FLAGS, kb_main.head_options(
         FLAGS, FLAGS.head or task.default_head)))
 
 

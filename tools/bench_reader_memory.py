@@ -153,7 +153,7 @@ def measure_training(mode, path, rows, shuffle_buffer_size, steps=5, task="sst2"
     import shutil
     import tempfile
 
-    from kerasbert import main as main_lib
+    from kerasbert import run as run_lib
     from kerasbert.config import RunConfig
     from kerasbert.data import pipeline, streaming  # noqa: F401  (imported before the baseline)
 
@@ -168,7 +168,7 @@ def measure_training(mode, path, rows, shuffle_buffer_size, steps=5, task="sst2"
     start = time.perf_counter()
     base = reset_peak()
     try:
-        main_lib.execute(config)
+        run_lib.execute(config)
         with open(os.path.join(out, "run", "history.csv")) as f:
             trained_steps = int(list(csv.DictReader(f))[-1]["step"])
     finally:

@@ -19,6 +19,7 @@ from absl import app
 
 from kerasbert import main as kb_main
 from kerasbert import plugins
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.io_utils import atomic_write_text, read_history
 
@@ -43,7 +44,7 @@ def main(argv):
             base, output_dir=out, overwrite_output_dir=True,
             frozen_epochs=frozen_epochs if frozen else 0.0,
             num_train_epochs=finetune_epochs if finetune else 0.0)
-        metrics = kb_main.execute(config)
+        metrics = run_lib.execute(config)
         history = read_history(os.path.join(out, "history.csv"))
         curves[name] = history
         best = max(float(r[f"dev_{task.main_metric}"]) for r in history)

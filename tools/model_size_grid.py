@@ -27,6 +27,7 @@ from absl import app, flags
 
 from kerasbert import main as kb_main
 from kerasbert import plugins
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_text, read_history, read_json_object
@@ -91,7 +92,7 @@ def main(argv):
             metrics = read_json_object(os.path.join(config.output_dir, "metrics.json"))
         else:
             print(f"model_size_grid: {label} ({config.init_checkpoint})", flush=True)
-            metrics = kb_main.execute(config, registry)
+            metrics = run_lib.execute(config, registry)
         layers, hidden, heads, parameters = encoder_shape_and_parameters(config.output_dir)
         history = read_history(os.path.join(config.output_dir, "history.csv"))
         rows.append({"size": f"{layers}/{hidden}/{heads}", "init": (

@@ -17,6 +17,7 @@ import sys
 from absl import app
 
 from kerasbert import main as kb_main
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.heads.feature_bilstm import LAYER_CHOICES
 from kerasbert.io_utils import atomic_write_text, read_history
@@ -36,7 +37,7 @@ def main(argv):
         config = dataclasses.replace(
             base, head=head, output_dir=out, overwrite_output_dir=True, head_options=options,
             learning_rate=base.learning_rate if layers is None else base.frozen_learning_rate)
-        metrics = kb_main.execute(config)
+        metrics = run_lib.execute(config)
         seconds = read_history(os.path.join(out, "history.csv"))[-1]["seconds"]
         lines.append(f"| {label} | {100 * metrics['f1']:.1f} | {seconds} |")
         atomic_write_text(os.path.join(base.output_dir, "table.md"), "\n".join(lines) + "\n")

@@ -116,7 +116,7 @@ def pretrain(args, files, objective):
 
 def finetune(args, task, encoder, head, out):
     from kerasbert.config import RunConfig
-    from kerasbert.main import execute
+    from kerasbert.run import execute
 
     if os.path.exists(os.path.join(out, "metrics.json")):
         with open(os.path.join(out, "metrics.json")) as f:

@@ -51,12 +51,16 @@ import shutil
 import sys
 from typing import Callable
 
-from kerasbert.config import RUN_CONFIG
+from kerasbert import run_folder
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import read_json_object
-from kerasbert.tasks.base import CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TAGGING
+from kerasbert.tasks.base import (
+    CLASSIFICATION,
+    MULTIPLE_CHOICE,
+    REGRESSION,
+    SPAN,
+    TAGGING,
+)
 
-MODEL_WEIGHTS = "model.weights.h5"
 METADATA = os.path.join("assets.extra", "kerasbert.json")  # TF Serving ignores the rest of it
 TEMP_PREFIX = ".tmp-"  # TF Serving only loads folders named by a number
 TOKEN_ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -191,18 +195,11 @@ def null_threshold(run):
     the one it was given (--null_score_diff_threshold). A run exports before it writes
     metrics.json (so that a kill during export resumes), hence eval_results.txt first."""
     if run.task.version_2:
-        results = os.path.join(run.run_dir, "eval_results.txt")
-        if os.path.isfile(results):
-            with open(results, encoding="utf-8") as f:
-                for line in f:
-                    name, _, value = line.partition(" = ")
-                    if name == "best_f1_thresh":
-                        return float(value)
-        metrics = os.path.join(run.run_dir, "metrics.json")
-        if os.path.isfile(metrics):
-            tuned = read_json_object(metrics).get("best_f1_thresh")
-            if isinstance(tuned, (int, float)):
-                return float(tuned)
+        tuned = run_folder.read_eval_results(run.run_dir).get("best_f1_thresh")
+        if tuned is None:
+            tuned = run_folder.read_metrics(run.run_dir).get("best_f1_thresh")
+        if isinstance(tuned, (int, float)):
+            return float(tuned)
     return float(run.config.null_score_diff_threshold)
 
 
@@ -227,27 +224,6 @@ class LoadedRun:
     run_dir: str = ""
 
 
-def read_run_config(run_dir):
-    """run_config.json as a RunConfig. Paths of the training data are not needed to export
-    (the vocabulary comes from the run's encoder/), so their absence is no error."""
-    from kerasbert.config import RunConfig
-
-    path = os.path.join(run_dir, RUN_CONFIG)
-    if not os.path.isfile(path):
-        raise InputError(f"{at(path)}missing: --run_dir must be a finished kerasbert run")
-    values = read_json_object(path)
-    known = {f.name for f in dataclasses.fields(RunConfig)}
-    values = {k: v for k, v in values.items() if k in known}  # a newer run's extra settings
-    values.update(data_dir=None, tfds_data_dir=None, vocab_file=None, train_file=None,
-                  predict_file=None)
-    try:
-        return RunConfig(**values)
-    except TypeError as e:  # a required field is missing
-        raise InputError(f"{at(path)}not a kerasbert run config: {e}") from None
-    except InputError as e:
-        raise InputError(f"{at(path)}{e}") from None
-
-
 def is_sentence_pair(task):
     """Whether the task reads text_a and text_b. GLUE tasks say so (`text_b`); for a task
     that does not, one example of its bundled sample tells."""
@@ -268,8 +244,8 @@ def load_run(run_dir, registry=None):
 
     if not os.path.isdir(run_dir):
         raise InputError(f"{at(run_dir)}--run_dir: no such folder")
-    config = read_run_config(run_dir)
-    weights = os.path.join(run_dir, MODEL_WEIGHTS)
+    config = run_folder.read_run_config(run_dir)
+    weights = run_folder.path(run_dir, run_folder.MODEL_WEIGHTS)
     if not os.path.isfile(weights):
         raise InputError(f"{at(weights)}missing: the run did not finish training "
                          "(--do_train writes it at the end)")
@@ -280,29 +256,11 @@ def load_run(run_dir, registry=None):
     configure_task(task, config)  # SQuAD's doc_stride, max_query_length, ... of the run
     kind_export(task)  # fails before the heavy work for kinds not exported yet
     sentence_pair = task.kind in (CLASSIFICATION, REGRESSION) and is_sentence_pair(task)
+    # TensorFlow and keras-hub load only now: a wrong path fails in a blink (lazy).
+    from kerasbert.model.builder import rebuild_trained_model
+
     model, tokenizer = rebuild_trained_model(run_dir, config, task, registry)
     return LoadedRun(config, task, model, tokenizer, sentence_pair, run_dir)
-
-
-def rebuild_trained_model(run_dir, config, task, registry):
-    """(task model with the run's trained weights, its tokenizer), built as kerasbert.main
-    built it: the run's encoder/, head, head options and seed, then model.weights.h5."""
-    # TensorFlow and keras-hub load only now: a wrong path fails in a blink.
-    from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.model import checkpoints
-    from kerasbert.model.builder import build_task_model, dummy_inputs
-
-    weights = os.path.join(run_dir, MODEL_WEIGHTS)
-    head_spec = registry.head(config.head or task.default_head)
-    encoder = checkpoints.load_encoder(run_dir)
-    tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
-    model = build_task_model(task, head_spec, encoder.backbone, config.head_options, config.seed,
-                             sample_inputs=dummy_inputs(task.kind, config.max_seq_length))
-    try:
-        model.load_weights(weights)
-    except Exception as e:  # h5py / keras raise many types for a bad or mismatched file
-        raise InputError(f"{at(weights)}cannot load the task model's weights: {e}") from None
-    return model, tokenizer
 
 
 # --- Writing the SavedModel --------------------------------------------------------------
@@ -392,7 +350,7 @@ def _write_metadata(run, path):
 def export_identity(run_dir):
     """Which run and which trained weights an export was made from (in its metadata)."""
     digest = hashlib.sha256()
-    with open(os.path.join(run_dir, MODEL_WEIGHTS), "rb") as f:
+    with open(run_folder.path(run_dir, run_folder.MODEL_WEIGHTS), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return {"run_dir": os.path.abspath(run_dir), "weights_sha256": digest.hexdigest()}

@@ -125,7 +125,7 @@ def analyse(run, modes, ranges, log=_log):
     from scipy import stats
 
     from kerasbert.landscape import directions, layers, surface
-    from kerasbert.landscape.trajectory import snapshot, weight_names
+    from kerasbert.training.trajectory import snapshot, weight_names
 
     names = weight_names(run.model)
     theta1 = run.trajectory.final()

@@ -15,7 +15,7 @@ EMBEDDING_LAYERS = ("token_embedding", "position_embedding", "segment_embedding"
 
 def weight_groups(model):
     """The group of each weight of `trajectory.model_weights(model)`, in order."""
-    from kerasbert.landscape.trajectory import model_weights
+    from kerasbert.training.trajectory import model_weights
 
     head = {id(w) for w in model.head.weights}
     groups = []

@@ -1,7 +1,8 @@
 """A finished run rebuilt for the landscape: its model, trajectory and fixed data samples.
 
-The model is rebuilt the way `kerasbert.export.saved_model.load_run` rebuilds it (the run's
-config, its `encoder/`, the registered head, `model.weights.h5`), but for every task kind.
+The model is rebuilt the way the export rebuilds it (`model.builder.rebuild_trained_model`:
+the run's config, its `encoder/`, the registered head, `model.weights.h5`), and the samples
+are read the way the run read them (`kerasbert.run.read_split`).
 """
 
 import dataclasses
@@ -9,8 +10,13 @@ import os
 
 import numpy as np
 
+from kerasbert import plugins, run_folder
+from kerasbert.config import configure_task
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import read_json_object
+from kerasbert.model.builder import rebuild_trained_model
+from kerasbert.run import read_split
+from kerasbert.tasks.base import Features
+from kerasbert.training.trajectory import Trajectory
 
 SUPPORTED_KINDS = ("classification", "regression", "multiple_choice")
 
@@ -22,7 +28,7 @@ class LandscapeRun:
     config: object
     task: object
     model: object
-    trajectory: object  # kerasbert.landscape.trajectory.Trajectory
+    trajectory: Trajectory
     samples: dict  # {"train": Features, "dev": Features}
 
 
@@ -32,8 +38,6 @@ def default_label(config):
 
 def _sample(features, size, seed):
     """A fixed subset of `size` feature rows (all when size is 0 or larger), in order."""
-    from kerasbert.tasks.base import Features
-
     count = len(features.labels)
     if not size or size >= count:
         return features
@@ -47,26 +51,15 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
          registry=None):
     """Rebuilds the run in `run_dir` with θ1 loaded; samples of its train and first dev
     split, read from `data_dir` (default: the run's own --data_dir, else the sample)."""
-    from kerasbert import main as main_lib
-    from kerasbert import plugins
-    from kerasbert.config import configure_task
-    from kerasbert.export.saved_model import (
-        MODEL_WEIGHTS,
-        RUN_CONFIG,
-        read_run_config,
-        rebuild_trained_model,
-    )
-    from kerasbert.landscape.trajectory import Trajectory
-
     if not os.path.isdir(run_dir):
         raise InputError(f"{at(run_dir)}--run_dir: no such folder")
-    config = read_run_config(run_dir)
+    config = run_folder.read_run_config(run_dir)
     trajectory = Trajectory(run_dir)  # fails fast, before TensorFlow work
-    weights = os.path.join(run_dir, MODEL_WEIGHTS)
+    weights = run_folder.path(run_dir, run_folder.MODEL_WEIGHTS)
     if not os.path.isfile(weights):
         raise InputError(f"{at(weights)}missing: the run did not finish training")
     if data_dir is None:
-        data_dir = read_json_object(os.path.join(run_dir, RUN_CONFIG)).get("data_dir")
+        data_dir = run_folder.read_config(run_dir).get("data_dir")
     if data_dir is not None and not os.path.isdir(data_dir):
         raise InputError(f"--data_dir={data_dir}: no such folder")
     config = dataclasses.replace(config, data_dir=data_dir)
@@ -82,7 +75,7 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
     samples = {}
     for name, split, size in (("train", "train", train_sample),
                               ("dev", task.dev_splits[0], dev_sample)):
-        examples = main_lib.read_split(config, task, split)
+        examples = read_split(config, task, split)
         features = task.featurize(examples, tokenizer, config.max_seq_length)
         if features.labels is None:
             raise InputError(f"--data_dir={data_dir}: the {split} split has no labels")

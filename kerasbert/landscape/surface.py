@@ -12,8 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.data import pipeline
-from kerasbert.landscape.trajectory import model_weights
 from kerasbert.training import losses
+from kerasbert.training.trajectory import model_weights
 
 
 class SurfaceEvaluator:

@@ -1,14 +1,17 @@
 """Encoder + registered head → a built `TaskModel`, the same way for training and export.
 
-`kerasbert.main` builds the model before training; `kerasbert.export.saved_model` rebuilds
+`kerasbert.run` builds the model before training; `kerasbert.export.saved_model` rebuilds
 it from a finished run and loads `model.weights.h5` into it. Weight files are matched by
 layer structure, so both must build the head from the same `HeadContext`: one function.
 """
 
 import numpy as np
 
-from kerasbert.errors import InputError
+from kerasbert import run_folder
+from kerasbert.data.tokenization import WordPieceTokenizer
+from kerasbert.errors import InputError, at
 from kerasbert.hookspecs import HeadContext
+from kerasbert.model import checkpoints
 from kerasbert.model.task_model import INPUT_NAMES, TaskModel
 from kerasbert.tasks.base import MULTIPLE_CHOICE
 
@@ -49,3 +52,19 @@ def build_task_model(task, head_spec, backbone, head_options=None, seed=None,
     model = TaskModel(backbone, head)
     model(dummy_inputs(task.kind) if sample_inputs is None else sample_inputs)
     return model
+
+
+def rebuild_trained_model(run_dir, config, task, registry):
+    """(task model with the run's trained weights, its tokenizer), built as kerasbert.run
+    built it: the run's encoder/, head, head options and seed, then model.weights.h5."""
+    weights = run_folder.path(run_dir, run_folder.MODEL_WEIGHTS)
+    head_spec = registry.head(config.head or task.default_head)
+    encoder = checkpoints.load_encoder(run_dir)
+    tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
+    model = build_task_model(task, head_spec, encoder.backbone, config.head_options, config.seed,
+                             sample_inputs=dummy_inputs(task.kind, config.max_seq_length))
+    try:
+        model.load_weights(weights)
+    except Exception as e:  # h5py / keras raise many types for a bad or mismatched file
+        raise InputError(f"{at(weights)}cannot load the task model's weights: {e}") from None
+    return model, tokenizer

@@ -27,16 +27,13 @@ import keras_hub
 import numpy as np
 from safetensors.numpy import load_file
 
-from kerasbert.errors import InputError
+from kerasbert.errors import InputError, at
 from kerasbert.io_utils import read_json_object
-from kerasbert.errors import at
-from kerasbert.model.backbone import BertEncoder
-from kerasbert.model.backbone import hidden_activation
-from kerasbert.model.backbone import random_backbone
+from kerasbert.model.backbone import BertEncoder, hidden_activation, random_backbone
+from kerasbert.run_folder import ENCODER_DIR
 
 log = logging.getLogger(__name__)
 
-ENCODER_DIR = "encoder"
 ENCODER_CONFIG = "encoder_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 VOCAB = "vocab.txt"

@@ -13,11 +13,11 @@ import tensorflow as tf
 
 from kerasbert import faults
 from kerasbert.errors import InputError, TrainingError, at
+from kerasbert.run_folder import CHECKPOINT_DIR
 
 # Two complete checkpoints: a newest one torn by a kill (or a full disk) falls back to the
 # one before it.
 MAX_TO_KEEP = 2
-CHECKPOINT_DIR = "checkpoints"  # in --output_dir
 
 
 @dataclasses.dataclass(frozen=True)

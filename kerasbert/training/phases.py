@@ -15,18 +15,14 @@ import os
 
 import tensorflow as tf
 
-from kerasbert import faults
+from kerasbert import faults, run_folder
 from kerasbert.data import pipeline
 from kerasbert.errors import TrainingError
-from kerasbert.io_utils import (
-    atomic_write_json,
-    read_history,
-    read_json_object,
-    write_history,
-)
-from kerasbert.landscape.trajectory import recorder_for
+from kerasbert.io_utils import atomic_write_json, read_json_object
+from kerasbert.metrics import improves
 from kerasbert.training import checkpointing, losses, optimization, precision
 from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
+from kerasbert.training.trajectory import recorder_for
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +73,9 @@ class PhaseRunner:
                                 if model.dtype_policy.compute_dtype == "float16" else {})
         self.state = checkpointing.RunState(config.output_dir, model, self.optimizers,
                                             self.loss_scales)
-        self.history_path = os.path.join(config.output_dir, "history.csv")
-        self.best_head_path = os.path.join(self.state.directory, "best_head.npz")
-        self.phase_metrics_path = os.path.join(self.state.directory, "phases.json")
-        self.tensorboard_dir = os.path.join(config.output_dir, "tensorboard")
+        self.best_head_path = os.path.join(self.state.directory, run_folder.BEST_HEAD)
+        self.phase_metrics_path = os.path.join(self.state.directory, run_folder.PHASE_METRICS)
+        self.tensorboard_dir = run_folder.path(config.output_dir, run_folder.TENSORBOARD_DIR)
         self.writer = None  # made after a resume has trimmed the event files
         self.timer = Timer()
         self.trajectory = recorder_for(config, model)  # --save_trajectory_every (else None)
@@ -103,7 +98,7 @@ class PhaseRunner:
             self.log(f"kerasbert: resuming at phase {min(position.phase + 1, len(self.phases))}, "
                      f"{where}, from {self.state.restored_from}")
             history = self._history_until(position)
-            write_history(self.history_path, history)
+            run_folder.write_run_history(self.config.output_dir, history)
             checkpointing.trim_event_files(self.tensorboard_dir, self._global_step(position.phase))
             if os.path.exists(self.phase_metrics_path):
                 per_phase = read_json_object(self.phase_metrics_path)
@@ -140,7 +135,7 @@ class PhaseRunner:
         """history.csv without the rows of epochs the checkpoint does not include (written
         by the killed run after its last checkpoint; they will be written again)."""
         order = {phase.name: i for i, phase in enumerate(self.phases)}
-        return [row for row in read_history(self.history_path)
+        return [row for row in run_folder.read_run_history(self.config.output_dir)
                 if (order.get(row["phase"], len(order)), int(row["epoch"]))
                 <= (position.phase, position.epoch)]
 
@@ -210,7 +205,7 @@ class PhaseRunner:
                     row["train_dev_gap"] = round(train_accuracy - metrics["accuracy"], 6)
             row.update({f"dev_{k}": round(v, 6) for k, v in metrics.items()})
             history.append(row)
-            write_history(self.history_path, history)
+            run_folder.write_run_history(config.output_dir, history)
             with self.writer.as_default(step=row["step"]):
                 for k, v in metrics.items():
                     tf.summary.scalar(f"dev/{k}", v)
@@ -221,7 +216,7 @@ class PhaseRunner:
                      + f" ({row['seconds']:.0f} s; all metrics in history.csv)")
             stop = False
             if phase.patience is not None and main_metric in metrics:
-                if best is None or metrics[main_metric] > best:
+                if improves(main_metric, metrics[main_metric], best):
                     best, since_best = metrics[main_metric], 0
                     checkpointing.save_layer_weights(self.model.head, self.best_head_path)
                 else:

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from kerasbert import faults
-from kerasbert import main as main_lib
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.data import pipeline, streaming
 from kerasbert.data.tokenization import WordPieceTokenizer
@@ -151,7 +151,7 @@ def _history(out):
 def in_memory(tmp_path_factory):
     """An uninterrupted in-memory run: (its metrics, its output folder)."""
     out = tmp_path_factory.mktemp("memory") / "run"
-    return main_lib.execute(_config(out, stream_train_data="false")), out
+    return run_lib.execute(_config(out, stream_train_data="false")), out
 
 
 def _same_training(out, reference):
@@ -169,10 +169,10 @@ def test_a_streamed_run_trains_like_the_in_memory_run(tmp_path, in_memory, capsy
     out = tmp_path / "run"
     disarm = interrupt_at("train_step", 7)  # stands in for a SIGKILL at step 7
     with pytest.raises(KeyboardInterrupt):
-        main_lib.execute(_config(out, stream_train_data="true"))
+        run_lib.execute(_config(out, stream_train_data="true"))
     disarm()
     capsys.readouterr()
-    main_lib.execute(_config(out, stream_train_data="true"))
+    run_lib.execute(_config(out, stream_train_data="true"))
     log = capsys.readouterr().out
     assert "kerasbert: streaming the training file" in log
     assert "after epoch 1, step 1 into the next" in log  # the step-6 checkpoint
@@ -288,7 +288,7 @@ def test_a_bad_tag_deep_in_a_streamed_conll_file_is_one_error_at_its_line(tmp_pa
     assert str(error.value) == message
     out = tmp_path / "run"  # a run fails the same way before its output folder exists
     with pytest.raises(InputError) as error:
-        main_lib.execute(_config(out, task="conll2003", data_dir=str(tmp_path),
+        run_lib.execute(_config(out, task="conll2003", data_dir=str(tmp_path),
                                  stream_train_data="true", max_train_examples=10))
     assert str(error.value) == message and not out.exists()
     # A declared scheme the file contradicts is the error read_conll_file gives, at the
@@ -325,7 +325,7 @@ def test_a_streamed_conll_run_trains_like_the_in_memory_run(tmp_path, capsys):
     runs = {}
     for mode in ("false", "true"):
         out = tmp_path / mode
-        metrics = main_lib.execute(_config(
+        metrics = run_lib.execute(_config(
             out, task="conll2003", data_dir=str(data), stream_train_data=mode,
             max_train_examples=None, max_eval_examples=8, save_checkpoints_steps=0))
         runs[mode] = metrics, _step_losses(out), _history(out)

@@ -17,8 +17,8 @@ import types
 import numpy as np
 import pytest
 
-from kerasbert import main as main_lib
 from kerasbert import plugins
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.export import saved_model
 from kerasbert.tasks.conll import Sentence
@@ -112,7 +112,7 @@ def exported(tmp_path_factory):
     result = {}
     for name in ("squad_v1", "squad_v2", "conll2003"):
         run_dir, export_dir = str(root / f"run_{name}"), str(root / f"serving_{name}")
-        main_lib.execute(RunConfig(task=name, output_dir=run_dir, export_dir=export_dir,
+        run_lib.execute(RunConfig(task=name, output_dir=run_dir, export_dir=export_dir,
                                    **TINY), registry)
         run = saved_model.load_run(run_dir)
         if name == "conll2003":

@@ -18,8 +18,8 @@ import types
 import numpy as np
 import pytest
 
-from kerasbert import main as main_lib
 from kerasbert import plugins
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 from kerasbert.export import saved_model
@@ -100,7 +100,7 @@ def exported(tmp_path_factory):
         config = dict(TINY, do_eval=name == "stsb")  # stsb: dev metrics to reproduce
         if name == "swag":
             config["max_train_examples"] = 8  # one step of 8 x 4 sequences
-        main_lib.execute(RunConfig(task=name, output_dir=run_dir, **config), registry)
+        run_lib.execute(RunConfig(task=name, output_dir=run_dir, **config), registry)
         path = saved_model.export_run(run_dir, export_dir)
         run = saved_model.load_run(run_dir)
         inputs = _inputs_of(run.task.kind, run.sentence_pair)

@@ -7,7 +7,7 @@ import pytest
 
 from kerasbert import plugins
 from kerasbert.config import RunConfig
-from kerasbert.main import execute
+from kerasbert.run import execute
 
 TASK_FOR_KIND = {"classification": "mrpc", "regression": "stsb", "multiple_choice": "swag",
                  "span": "squad_v1", "tagging": "conll2003"}

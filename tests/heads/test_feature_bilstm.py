@@ -11,9 +11,14 @@ from absl import flags
 
 from kerasbert.errors import InputError
 from kerasbert.heads import feature_bilstm
-from kerasbert.heads.feature_bilstm import (LAYER_CHOICES, FeatureBiLSTM, ScalarMix,
-                                            build_feature_bilstm, compute_layer_features,
-                                            layer_indices)
+from kerasbert.heads.feature_bilstm import (
+    LAYER_CHOICES,
+    FeatureBiLSTM,
+    ScalarMix,
+    build_feature_bilstm,
+    compute_layer_features,
+    layer_indices,
+)
 from kerasbert.hookspecs import HeadContext
 from kerasbert.model.backbone import all_layer_outputs_model
 from kerasbert.tasks import base
@@ -212,7 +217,7 @@ def test_training_on_cached_layers_matches_the_live_encoder_and_reuses_the_cache
         tmp_path, monkeypatch):
     from kerasbert.heads import feature_bilstm
     from kerasbert.io_utils import read_history
-    from kerasbert.main import execute
+    from kerasbert.run import execute
 
     cache = tmp_path / "cache"
     live = execute(_conll_run(tmp_path, "live"))
@@ -236,7 +241,7 @@ def test_training_on_cached_layers_matches_the_live_encoder_and_reuses_the_cache
 
 def test_feature_cache_needs_a_feature_based_head(tmp_path):
     from kerasbert.errors import InputError
-    from kerasbert.main import execute
+    from kerasbert.run import execute
 
     config = _conll_run(tmp_path, "tagger", head="tagger", head_options={},
                         feature_cache_dir=str(tmp_path / "cache"))

@@ -11,13 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from kerasbert import main as main_lib
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 from kerasbert.landscape import cli, directions, layers, surface
-from kerasbert.landscape import run as run_lib
-from kerasbert.landscape.trajectory import Trajectory, assign, snapshot
+from kerasbert.landscape import run as landscape_run
 from kerasbert.model import checkpoints
+from kerasbert.training.trajectory import Trajectory, assign, snapshot
 
 TINY = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
         "max_seq_length": 32, "train_batch_size": 8, "eval_batch_size": 16,
@@ -29,10 +29,10 @@ def runs(tmp_path_factory):
     """A fine-tuned run (4 steps, checkpoints every 2) and a frozen-encoder run."""
     root = tmp_path_factory.mktemp("landscape")
     finetuned = str(root / "finetuned")
-    main_lib.execute(RunConfig(**TINY, output_dir=finetuned, num_train_epochs=1.0,
+    run_lib.execute(RunConfig(**TINY, output_dir=finetuned, num_train_epochs=1.0,
                                save_trajectory_every=2))
     frozen = str(root / "frozen")
-    main_lib.execute(RunConfig(**TINY, output_dir=frozen, num_train_epochs=0.0,
+    run_lib.execute(RunConfig(**TINY, output_dir=frozen, num_train_epochs=0.0,
                                frozen_epochs=1.0, save_trajectory_every=3))
     return finetuned, frozen
 
@@ -45,7 +45,7 @@ def test_trajectory_starts_before_the_first_step_and_ends_at_the_saved_model(run
     finetuned, _ = runs
     trajectory = Trajectory(finetuned)
     assert trajectory.steps == [0, 2, 4] and trajectory.final_step == 4
-    run = run_lib.load(finetuned, train_sample=0, dev_sample=0)
+    run = landscape_run.load(finetuned, train_sample=0, dev_sample=0)
     # θ1 is what model.weights.h5 holds; θ0's encoder is the untrained random encoder.
     for saved, loaded in zip(trajectory.final(), snapshot(run.model), strict=True):
         np.testing.assert_array_equal(saved, loaded)
@@ -68,7 +68,7 @@ def _direct_loss_and_accuracy(model, features):
 
 def test_interpolation_endpoints_reproduce_the_losses_at_theta0_and_theta1(runs):
     finetuned, _ = runs
-    run = run_lib.load(finetuned, train_sample=24, dev_sample=0)
+    run = landscape_run.load(finetuned, train_sample=24, dev_sample=0)
     theta0, theta1 = run.trajectory.start(), run.trajectory.final()
     direct = {}
     for name, weights in (("theta1", theta1), ("theta0", theta0)):
@@ -143,7 +143,7 @@ def test_projection_recovers_a_known_trajectory_and_pca_finds_its_plane():
 
 def test_rollback_of_layer_k_changes_exactly_layer_k(runs):
     finetuned, _ = runs
-    run = run_lib.load(finetuned, train_sample=8, dev_sample=8)
+    run = landscape_run.load(finetuned, train_sample=8, dev_sample=8)
     groups = layers.weight_groups(run.model)
     assert layers.group_order(groups) == ["embeddings", "layer_0", "layer_1", "pooler", "head"]
     theta0, theta1 = run.trajectory.start(), run.trajectory.final()
@@ -164,7 +164,7 @@ def test_rollback_of_layer_k_changes_exactly_layer_k(runs):
 
 def test_layer_change_is_zero_for_a_frozen_encoder_and_hand_computed_otherwise(runs):
     _, frozen = runs
-    run = run_lib.load(frozen, train_sample=8, dev_sample=8)
+    run = landscape_run.load(frozen, train_sample=8, dev_sample=8)
     groups = layers.weight_groups(run.model)
     rows = {r["group"]: r for r in layers.relative_change(
         run.trajectory.start(), run.trajectory.final(), groups)}
@@ -245,7 +245,7 @@ def test_cli_rejects_bad_input_with_one_line(runs, tmp_path, capsys):
 def test_recorder_keeps_theta0_on_resume_and_lists_only_complete_files(tmp_path):
     import keras
 
-    from kerasbert.landscape.trajectory import TrajectoryRecorder
+    from kerasbert.training.trajectory import TrajectoryRecorder
 
     model = keras.Sequential([keras.Input([3]), keras.layers.Dense(2)])
     start = snapshot(model)

@@ -15,10 +15,10 @@ import tensorflow as tf
 from kerasbert.config import RunConfig
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
-from kerasbert.main import execute
 from kerasbert.model.backbone import random_backbone
 from kerasbert.pretraining import data, objectives
 from kerasbert.pretraining.train import PretrainConfig, run_pretraining
+from kerasbert.run import execute
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "log", "a", "red", "big", "small"]
 

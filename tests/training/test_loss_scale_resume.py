@@ -6,7 +6,7 @@ import csv
 import pytest
 import tensorflow as tf
 
-from kerasbert import main as main_lib
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.training import precision
 
@@ -46,18 +46,18 @@ def _losses(out):
 
 def test_a_resumed_float16_run_continues_with_the_saved_loss_scale(tmp_path, interrupt_at):
     straight = tmp_path / "straight"
-    metrics = main_lib.execute(_config(straight))
+    metrics = run_lib.execute(_config(straight))
     final_scale = _saved_scale(straight)
     assert final_scale < START / 4  # it did overflow and shrink
 
     out = tmp_path / "run"
     disarm = interrupt_at("train_step", 3)  # stands in for a kill at step 3
     with pytest.raises(KeyboardInterrupt):
-        main_lib.execute(_config(out))
+        run_lib.execute(_config(out))
     disarm()
     assert _saved_scale(out) == START / 4  # the step-2 checkpoint: two overflows, two halvings
 
-    resumed = main_lib.execute(_config(out))
+    resumed = run_lib.execute(_config(out))
     assert resumed == pytest.approx(metrics, abs=1e-6)
     assert _losses(out) == pytest.approx(_losses(straight), abs=1e-6)
     assert _saved_scale(out) == final_scale

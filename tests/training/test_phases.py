@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from kerasbert import main as main_lib
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.model import checkpoints
 from kerasbert.training import checkpointing
@@ -37,7 +37,7 @@ def _encoder_weights(path):
 
 
 def test_frozen_phase_leaves_the_encoder_bit_identical(tmp_path):
-    main_lib.execute(_config(tmp_path, frozen_epochs=2.0, num_train_epochs=0.0))
+    run_lib.execute(_config(tmp_path, frozen_epochs=2.0, num_train_epochs=0.0))
     fresh = [w.numpy() for w in checkpoints.random_encoder("2/32/2", seed=3).backbone.weights]
     for trained, initial in zip(_encoder_weights(str(tmp_path / "run")), fresh):
         np.testing.assert_array_equal(trained, initial)
@@ -53,7 +53,7 @@ def test_stack_and_finetune_moves_the_encoder_only_in_phase_two(tmp_path, monkey
                                       self.checkpoint.model.backbone.weights]
 
     monkeypatch.setattr(checkpointing.RunState, "save", save)
-    metrics = main_lib.execute(_config(tmp_path, frozen_epochs=1.0, num_train_epochs=1.0,
+    metrics = run_lib.execute(_config(tmp_path, frozen_epochs=1.0, num_train_epochs=1.0,
                                        learning_rate=1e-3))
     fresh = [w.numpy() for w in checkpoints.random_encoder("2/32/2", seed=3).backbone.weights]
     after_frozen = snapshots[(1, 0)]  # phase 0 complete
@@ -82,7 +82,7 @@ def test_early_stopping_keeps_the_best_head(tmp_path, monkeypatch):
     scripted = iter([0.5, 0.75, 0.625, 0.75])
     monkeypatch.setattr(glue.GlueTask, "evaluate",
                         lambda self, *a, **k: {"accuracy": next(scripted)})
-    metrics = main_lib.execute(_config(tmp_path, frozen_epochs=5.0, num_train_epochs=0.0,
+    metrics = run_lib.execute(_config(tmp_path, frozen_epochs=5.0, num_train_epochs=0.0,
                                        frozen_patience=1))
     rows = list(csv.DictReader(open(tmp_path / "run" / "history.csv")))
     assert [r["dev_accuracy"] for r in rows] == ["0.5", "0.75", "0.625"]
@@ -91,7 +91,7 @@ def test_early_stopping_keeps_the_best_head(tmp_path, monkeypatch):
 
 def test_resume_across_the_phase_boundary(tmp_path, monkeypatch):
     kwargs = dict(frozen_epochs=1.0, num_train_epochs=2.0, learning_rate=1e-3)
-    reference = main_lib.execute(_config(tmp_path, "straight", **kwargs))
+    reference = run_lib.execute(_config(tmp_path, "straight", **kwargs))
     original_save = checkpointing.RunState.save
 
     def die_in_phase_two(self, phase, epochs, *rest):
@@ -101,9 +101,9 @@ def test_resume_across_the_phase_boundary(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkpointing.RunState, "save", die_in_phase_two)
     with pytest.raises(KeyboardInterrupt):
-        main_lib.execute(_config(tmp_path, "resumed", **kwargs))
+        run_lib.execute(_config(tmp_path, "resumed", **kwargs))
     monkeypatch.setattr(checkpointing.RunState, "save", original_save)
-    resumed = main_lib.execute(_config(tmp_path, "resumed", **kwargs))
+    resumed = run_lib.execute(_config(tmp_path, "resumed", **kwargs))
     rows = list(csv.DictReader(open(tmp_path / "resumed" / "history.csv")))
     straight = list(csv.DictReader(open(tmp_path / "straight" / "history.csv")))
     assert [(r["phase"], r["epoch"], r["step"]) for r in rows] == [

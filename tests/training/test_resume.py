@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasbert import faults
-from kerasbert import main as main_lib
+from kerasbert import faults, run_folder
+from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.training import checkpointing
@@ -38,7 +38,7 @@ def _config(out, **overrides):
 def reference(tmp_path_factory):
     """An uninterrupted run: (its metrics, its output folder)."""
     out = tmp_path_factory.mktemp("reference") / "run"
-    return main_lib.execute(_config(out)), out
+    return run_lib.execute(_config(out)), out
 
 
 def _rows(out):
@@ -76,7 +76,7 @@ def test_mid_epoch_kill_and_torn_checkpoint_resume_to_the_same_end(
     out = tmp_path / "run"
     _crash_at(monkeypatch, "train_step", 7)  # step 7 trained and logged, not yet checkpointed
     with pytest.raises(KeyboardInterrupt):
-        main_lib.execute(_config(out))
+        run_lib.execute(_config(out))
     monkeypatch.undo()
     state_dir = out / "checkpoints"
     assert len(glob.glob(str(state_dir / "ckpt-*.index"))) == checkpointing.MAX_TO_KEEP
@@ -84,7 +84,7 @@ def test_mid_epoch_kill_and_torn_checkpoint_resume_to_the_same_end(
     checkpointing.tear(newest)  # the step-6 checkpoint, as a crash while writing leaves it
     capsys.readouterr()
 
-    resumed = main_lib.execute(_config(out))
+    resumed = run_lib.execute(_config(out))
     log = capsys.readouterr().out
     assert f"checkpoint {newest} is damaged" in log
     assert "after epoch 1, step 1 into the next" in log  # fell back to the step-5 checkpoint
@@ -136,7 +136,7 @@ def test_nan_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
     # A learning rate of 1e30 sends the weights to ~1e30 after step 1; step 2's LayerNorm
     # overflows and its loss is NaN.
     with pytest.raises(TrainingError, match=r"became nan at step 2 .*checkpoint .*ckpt-1 is kept"):
-        main_lib.execute(_config(out, learning_rate=1e30, warmup_proportion=0.0))
+        run_lib.execute(_config(out, learning_rate=1e30, warmup_proportion=0.0))
     assert not (out / "metrics.json").exists() and not (out / "model.weights.h5").exists()
     kept = str(out / "checkpoints" / "ckpt-1")
     reader = tf.train.load_checkpoint(kept)
@@ -225,20 +225,20 @@ def test_output_dir_rules(tmp_path):
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="not empty and not a kerasbert run"):
-        main_lib.prepare_output_dir(_config(foreign))
-    main_lib.prepare_output_dir(_config(foreign, overwrite_output_dir=True))
+        run_folder.prepare(_config(foreign))
+    run_folder.prepare(_config(foreign, overwrite_output_dir=True))
     assert (foreign / "notes.txt").read_text() == "mine"  # never removes others' files
 
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
     _config(unfinished).save(str(unfinished / "run_config.json"))
     (unfinished / "checkpoints").mkdir()
-    main_lib.prepare_output_dir(_config(unfinished, do_predict=True))  # resumes
+    run_folder.prepare(_config(unfinished, do_predict=True))  # resumes
     assert (unfinished / "checkpoints").exists()
     with pytest.raises(InputError, match=r"unfinished run started with --learning_rate=0\.001 "
                                          r"\(now 0\.002\)"):
-        main_lib.prepare_output_dir(_config(unfinished, learning_rate=2e-3))
-    main_lib.prepare_output_dir(_config(unfinished, learning_rate=2e-3,
+        run_folder.prepare(_config(unfinished, learning_rate=2e-3))
+    run_folder.prepare(_config(unfinished, learning_rate=2e-3,
                                         overwrite_output_dir=True))
     assert os.listdir(unfinished) == []  # started over
 

@@ -138,9 +138,9 @@ def test_a_run_with_bfloat16_and_accumulation_end_to_end(tmp_path, capsys):
 
     import keras
 
-    from kerasbert import main as main_lib
+    from kerasbert import run as run_lib
 
-    metrics = main_lib.execute(RunConfig(
+    metrics = run_lib.execute(RunConfig(
         task="sst2", init_checkpoint="random", model_size="2/32/2", max_seq_length=32,
         train_batch_size=8, max_train_examples=16, max_eval_examples=8, num_train_epochs=1.0,
         mixed_precision="mixed_bfloat16", gradient_accumulation_steps=2,

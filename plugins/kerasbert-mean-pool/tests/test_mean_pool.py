@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from kerasbert_mean_pool import MeanPoolHead
 
 
@@ -29,7 +28,7 @@ def test_trains_with_kerasbert_main(tmp_path):
     import json
 
     from kerasbert.config import RunConfig
-    from kerasbert.main import execute
+    from kerasbert.run import execute
 
     config = RunConfig(task="sst2", head="mean_pool", output_dir=str(tmp_path / "run"),
                        init_checkpoint="random", model_size="2/32/2", max_seq_length=32,

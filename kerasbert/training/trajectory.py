@@ -19,8 +19,8 @@ import numpy as np
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_json, read_json_object
+from kerasbert.run_folder import TRAJECTORY_DIR
 
-TRAJECTORY_DIR = "trajectory"
 MANIFEST = "trajectory.json"
 
 

