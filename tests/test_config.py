@@ -1,7 +1,10 @@
+import copy
+import dataclasses
 import json
 
 import pytest
 
+from kerasbert import flags as kb_flags
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 
@@ -75,3 +78,40 @@ def test_a_run_exports_after_its_training_files_are_gone(tmp_path):
     assert config.task == "squad_v1" and config.train_file is None and config.data_dir is None
     with pytest.raises(InputError, match="--train_file=.*no such file"):
         RunConfig(task="squad_v1", output_dir=str(run), train_file=str(train))
+
+
+FLAG_FIELDS = [f for f in dataclasses.fields(RunConfig) if f.name != "head_options"]
+
+
+@pytest.mark.parametrize("field", FLAG_FIELDS, ids=lambda f: f.name)
+def test_every_run_config_field_is_its_flag(field):
+    """flags.py makes these flags from RunConfig's declarations; fails if the two drift apart."""
+    flag = kb_flags.FLAGS[field.name]
+    choices = field.metadata["choices"]
+    assert kb_flags.FLAGS.find_module_defining_flag(field.name) == "kerasbert.flags"
+    # A required field's flag defaults to None; the config then rejects a run without it.
+    assert flag.default == (None if field.default is dataclasses.MISSING else field.default)
+    assert getattr(flag.parser, "enum_values", None) == (list(choices) if choices else None)
+    enum_prefix = f"<{'|'.join(choices)}>: " if choices else ""  # absl lists an enum's values
+    assert flag.help == enum_prefix + field.metadata["help"]
+
+
+def test_help_shows_the_declared_sentences():
+    """What --helpfull prints for kerasbert's flags is the help declared in RunConfig."""
+    shown = " ".join(kb_flags.FLAGS.module_help("kerasbert.flags").split())
+    declared = {f.name: f.metadata["help"] for f in FLAG_FIELDS}
+    for name in ("doc_stride", "seed"):
+        assert f"--{name}: {declared[name]} (default: " in shown
+
+
+def test_config_from_flags_and_declared_choices_are_checked(tmp_path):
+    values = copy.deepcopy(kb_flags.FLAGS)
+    values(["kerasbert", "--task=squad_v1", f"--output_dir={tmp_path}", "--doc_stride=64",
+            "--mixed_precision=mixed_bfloat16", "--nodo_eval"])
+    config = RunConfig.from_flags(values, {"cls_linear_use_pooler": False})
+    assert (config.doc_stride, config.mixed_precision, config.do_eval, config.n_best_size) == (
+        64, "mixed_bfloat16", False, 20)
+    assert config.head_options == {"cls_linear_use_pooler": False}
+    with pytest.raises(InputError, match="--stream_train_data=maybe: must be one of auto, true, "
+                       "false"):
+        _config(tmp_path, stream_train_data="maybe")
