@@ -285,7 +285,4 @@ TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_len
 def configure_task(task, config):
     """Hands the run's task options to the tasks that have them (SQuAD's), by BERT's names."""
     task.configure(**{name: getattr(config, name) for name in TASK_OPTIONS if hasattr(task, name)})
-    if task.kind == "span" and config.max_seq_length <= config.max_query_length + 3:
-        raise InputError(
-            f"--max_seq_length={config.max_seq_length}: must exceed --max_query_length="
-            f"{config.max_query_length} + 3 ([CLS] and two [SEP]) to leave room for the passage")
+    task.check_config(config)

@@ -27,7 +27,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 class HeadContext:
     """What a head factory is told about the task and encoder it will sit on."""
 
-    kind: str  # the task kind, one of kerasbert.tasks.base's kinds
+    kind: str  # the task kind's name (a registered kerasbert.kinds.base.TaskKind)
     num_outputs: int  # classes for classification, 1 for regression / choice scores
     hidden_dim: int  # the encoder's hidden size H
     dropout: float  # the encoder's dropout rate, a sensible default for the head
@@ -68,6 +68,14 @@ def kerasbert_heads() -> Sequence[HeadSpec]:
 @hookspec
 def kerasbert_tasks() -> Sequence[Any]:
     """Return the tasks this plugin provides (instances of `kerasbert.tasks.base.Task`)."""
+
+
+@hookspec
+def kerasbert_kinds() -> Sequence[Any]:
+    """Return the task kinds this plugin provides (instances of
+    `kerasbert.kinds.base.TaskKind`): a kind carries the loss, the label layout and what
+    the landscape and the export need of every task of that kind. A task names its kind
+    (`Task.kind`); a kind must be registered (by any plugin) before a task of it runs."""
 
 
 @hookspec

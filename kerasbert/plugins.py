@@ -16,23 +16,31 @@ from kerasbert.errors import InputError
 
 ENTRY_POINT_GROUP = "kerasbert.plugins"
 DISABLE_AUTOLOAD_ENV = "KERASBERT_DISABLE_PLUGIN_AUTOLOAD"
-BUILTIN_PLUGINS = ("kerasbert.heads.builtin", "kerasbert.tasks.builtin")
+BUILTIN_PLUGINS = ("kerasbert.kinds.builtin", "kerasbert.heads.builtin",
+                   "kerasbert.tasks.builtin")
 
 
 class Registry:
-    """Heads and tasks by name, collected from all registered plugins."""
+    """Kinds, heads and tasks by name, collected from all registered plugins."""
 
     def __init__(self, manager: pluggy.PluginManager, distributions=None):
         self.manager = manager
         self.distributions = distributions or {}  # plugin name -> distribution name
+        self.kinds = {}
         self.heads = {}
         self.tasks = {}
         self.problems = []  # one line per plugin that failed to load or register
         # Registration order (built-ins first), so "keeping the first" is deterministic.
         for _, plugin in manager.list_name_plugin():
             origin = self._origin(plugin)
+            self._collect(plugin, origin, "kerasbert_kinds", self.kinds)
             self._collect(plugin, origin, "kerasbert_heads", self.heads)
             self._collect(plugin, origin, "kerasbert_tasks", self.tasks)
+        for name, (task, origin) in list(self.tasks.items()):  # kinds of every plugin known
+            if getattr(task, "kind", None) not in self.kinds:
+                del self.tasks[name]
+                self._problem(f"{origin}: task '{name}' is of kind {task.kind!r}, which no "
+                              f"plugin registers (kinds: {', '.join(sorted(self.kinds))})")
 
     def _origin(self, plugin):
         name = self.manager.get_name(plugin)
@@ -71,6 +79,16 @@ class Registry:
             raise InputError(
                 f"--head={name}: unknown head; available: {', '.join(sorted(self.heads))}")
         return self.heads[name][0]
+
+    def kind(self, name):
+        if name not in self.kinds:
+            raise InputError(
+                f"unknown task kind {name!r}; registered: {', '.join(sorted(self.kinds))}")
+        return self.kinds[name][0]
+
+    def kind_of(self, task):
+        """The TaskKind object of a task (whose `kind` is the kind's name)."""
+        return self.kind(task.kind)
 
     def task(self, name):
         if name not in self.tasks:
@@ -124,3 +142,9 @@ def registry(blocked=()):
     for line in problems:
         reg._problem(line)
     return reg
+
+
+def resolve_kind(kind, reg=None):
+    """A TaskKind from itself or from its name, looked up in `reg` (default: the process's
+    registry), so callers may pass `task.kind` as it is."""
+    return (reg or registry()).kind(kind) if isinstance(kind, str) else kind

@@ -267,7 +267,7 @@ def execute(config, registry=None):
             + f"; precision {config.mixed_precision}, XLA {'on' if config.jit_compile else 'off'}")
         per_phase, metrics = PhaseRunner(model, strategy, task, config, train, evaluate,
                                          log).run()
-    trainer = Trainer(model, task.kind, strategy, optimizer=None)  # evaluation, prediction
+    trainer = Trainer(model, registry.kind_of(task), strategy, optimizer=None)  # eval, predict
 
     out = config.output_dir
     if config.do_train:

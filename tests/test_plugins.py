@@ -120,3 +120,36 @@ def test_unknown_names_list_what_exists(fake_distributions):
 def test_hookspecs_document_the_contract():
     for name in ("kerasbert_heads", "kerasbert_tasks", "kerasbert_define_flags"):
         assert getattr(hookspecs, name).__doc__.strip()
+
+
+def test_kinds_register_through_the_hook_and_tasks_of_unknown_kinds_are_refused(
+        fake_distributions):
+    from kerasbert.kinds.base import TaskKind
+    from kerasbert.tasks.base import Task
+
+    class Ranking(TaskKind):
+        name = "ranking"
+
+    class RankTask(Task):
+        name, kind = "rank_me", "ranking"
+
+    class Orphan(Task):
+        name, kind = "orphan", "clustering"
+
+    module = types.ModuleType("kinds_plugin")
+    module.kerasbert_kinds = hookimpl(lambda: [Ranking()])
+    module.kerasbert_tasks = hookimpl(lambda: [RankTask(), Orphan()])
+    fake_distributions.append(FakeDistribution(
+        "kerasbert-ranking", [FakeEntryPoint("ranking", module)]))
+    registry = _registry()
+    assert {"classification", "regression", "multiple_choice", "span", "tagging",
+            "ranking"} <= set(registry.kinds)
+    assert registry.kind_of(registry.task("rank_me")).name == "ranking"
+    assert registry.kinds["ranking"][1] == "plugin distribution 'kerasbert-ranking'"
+    assert "orphan" not in registry.tasks
+    assert registry.problems == [
+        "plugin distribution 'kerasbert-ranking': task 'orphan' is of kind 'clustering', which "
+        "no plugin registers (kinds: classification, multiple_choice, ranking, regression, "
+        "span, tagging)"]
+    with pytest.raises(InputError, match="unknown task kind 'clustering'"):
+        registry.kind("clustering")

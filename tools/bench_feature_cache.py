@@ -69,7 +69,7 @@ def main(argv=None):
 
     from kerasbert.heads.feature_bilstm import FeatureBiLSTM, compute_layer_features, layer_indices
     from kerasbert.model.backbone import all_layer_outputs_model
-    from kerasbert.training import losses
+    from kerasbert.plugins import resolve_kind
 
     backbone, name, features = load(args)
     indices = layer_indices(args.layers, len(backbone.transformer_layers))
@@ -87,7 +87,7 @@ def main(argv=None):
             x = read_features(token_ids, segment_ids, padding_mask, cached)
             with tf.GradientTape() as tape:
                 logits = head(dict(x, padding_mask=padding_mask), training=True)
-                loss = tf.reduce_mean(losses.per_example_loss("tagging", labels, logits))
+                loss = tf.reduce_mean(resolve_kind("tagging").per_example_loss(labels, logits))
             variables = head.trainable_variables
             optimizer.apply(tape.gradient(loss, variables), variables)
             return loss

@@ -49,165 +49,30 @@ import re
 import secrets
 import shutil
 import sys
-from typing import Callable
 
 from kerasbert import run_folder
+from kerasbert.config import configure_task
 from kerasbert.errors import InputError, at
-from kerasbert.tasks.base import (
-    CLASSIFICATION,
-    MULTIPLE_CHOICE,
-    REGRESSION,
-    SPAN,
-    TAGGING,
-)
 
 METADATA = os.path.join("assets.extra", "kerasbert.json")  # TF Serving ignores the rest of it
 TEMP_PREFIX = ".tmp-"  # TF Serving only loads folders named by a number
 TOKEN_ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
-# --- What each task kind exports ---------------------------------------------------------
+# --- What the task's kind serves --------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class KindExport:
-    """How one task kind is served.
+def kind_export(task, registry=None):
+    """The task kind's Serving (kerasbert/kinds/base.py); an InputError for a kind that
+    defines none, raised before any heavy work."""
+    from kerasbert import plugins
 
-    text_inputs(sentence_pair) -> {input name: shape} of the raw-string signature;
-    encode(tokenizer, inputs, max_seq_length) -> int32 model inputs (padded to max length);
-    outputs(task, model_outputs) -> the named outputs both signatures return;
-    ids_rank: the rank of each `serve_token_ids` input;
-    answer(run) -> a function of the raw-string inputs for kinds whose answers need more
-    than one model call and post-processing (span, tagging); `encode` is then unused and
-    `outputs` serves only `serve_token_ids`.
-    """
-
-    text_inputs: Callable
-    encode: Callable | None
-    outputs: Callable
-    ids_rank: int = 2
-    answer: Callable | None = None
-
-
-def _sentence_inputs(sentence_pair):
-    return {"text_a": [None], **({"text_b": [None]} if sentence_pair else {})}
-
-
-def _encode_sentences(tokenizer, inputs, max_seq_length):
-    import tensorflow as tf
-
-    from kerasbert.data.tokenization import pack_inputs
-
-    ids_a = tokenizer.tokenize_ids(inputs["text_a"])
-    ids_b = None
-    if "text_b" in inputs:
-        tf.debugging.assert_equal(tf.size(inputs["text_a"]), tf.size(inputs["text_b"]),
-                                  message="text_a and text_b need the same number of texts")
-        ids_b = tokenizer.tokenize_ids(inputs["text_b"])
-    return pack_inputs(tokenizer, ids_a, ids_b, max_seq_length)
-
-
-def _encode_choices(tokenizer, inputs, max_seq_length):
-    """[CLS] context [SEP] ending_k [SEP] for every k, as [batch, choices, max_seq_length]."""
-    import tensorflow as tf
-
-    from kerasbert.data.tokenization import pack_inputs
-
-    context, endings = inputs["context"], inputs["endings"]
-    batch, choices = tf.shape(endings)[0], tf.shape(endings)[1]
-    tf.debugging.assert_equal(tf.size(context), batch,
-                              message="context and endings need the same number of rows")
-    # Each context is tokenized once and repeated for its endings, as SwagTask.featurize does.
-    ids_context = tf.gather(tokenizer.tokenize_ids(context),
-                            tf.repeat(tf.range(batch), choices))
-    ids_endings = tokenizer.tokenize_ids(tf.reshape(endings, [-1]))
-    packed = pack_inputs(tokenizer, ids_context, ids_endings, max_seq_length)
-    return {k: tf.reshape(v, [batch, choices, max_seq_length]) for k, v in packed.items()}
-
-
-def _label_outputs(task, logits):
-    import tensorflow as tf
-
-    logits = tf.cast(logits, tf.float32)
-    best = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {"probabilities": tf.nn.softmax(logits, axis=-1),
-            "label": tf.gather(tf.constant(list(task.label_list), tf.string), best)}
-
-
-def _score_outputs(task, outputs):
-    import tensorflow as tf
-
-    return {"score": tf.cast(outputs[:, 0], tf.float32)}
-
-
-def _choice_outputs(task, logits):
-    import tensorflow as tf
-
-    logits = tf.cast(logits, tf.float32)
-    return {"probabilities": tf.nn.softmax(logits, axis=-1),
-            "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
-
-
-def _span_answer(run):
-    from kerasbert.export.span_graph import SpanAnswerer
-
-    answerer = SpanAnswerer(run.model, run.tokenizer, run.task, run.config.max_seq_length,
-                            null_threshold(run))
-    return lambda inputs: answerer(inputs["question"], inputs["context"])
-
-
-def _span_logits(task, logits):
-    import tensorflow as tf
-
-    logits = tf.cast(logits, tf.float32)
-    return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
-
-
-def _tagging_answer(run):
-    from kerasbert.export.tagging_graph import WordTagger
-
-    tagger = WordTagger(run.model, run.tokenizer, run.task.label_list, run.config.max_seq_length)
-    return lambda inputs: tagger(inputs["text"])
-
-
-def _token_tags(task, logits):
-    import tensorflow as tf
-
-    logits = tf.cast(logits, tf.float32)
-    best = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {"probabilities": tf.nn.softmax(logits, axis=-1),
-            "tag": tf.gather(tf.constant(list(task.label_list), tf.string), best)}
-
-
-KINDS = {
-    CLASSIFICATION: KindExport(_sentence_inputs, _encode_sentences, _label_outputs),
-    REGRESSION: KindExport(_sentence_inputs, _encode_sentences, _score_outputs),
-    MULTIPLE_CHOICE: KindExport(lambda sentence_pair: {"context": [None], "endings": [None, None]},
-                                _encode_choices, _choice_outputs, ids_rank=3),
-    SPAN: KindExport(lambda sentence_pair: {"question": [None], "context": [None]}, None,
-                     _span_logits, answer=_span_answer),
-    TAGGING: KindExport(lambda sentence_pair: {"text": [None]}, None, _token_tags,
-                        answer=_tagging_answer),
-}
-
-
-def null_threshold(run):
-    """SQuAD 2.0: the threshold tuned on dev (best_f1_thresh) when the run evaluated, else
-    the one it was given (--null_score_diff_threshold). A run exports before it writes
-    metrics.json (so that a kill during export resumes), hence eval_results.txt first."""
-    if run.task.version_2:
-        tuned = run_folder.read_eval_results(run.run_dir).get("best_f1_thresh")
-        if tuned is None:
-            tuned = run_folder.read_metrics(run.run_dir).get("best_f1_thresh")
-        if isinstance(tuned, (int, float)):
-            return float(tuned)
-    return float(run.config.null_score_diff_threshold)
-
-
-def kind_export(task):
-    if task.kind in KINDS:
-        return KINDS[task.kind]
-    raise InputError(f"--task={task.name}: no serving signature is defined for {task.kind} "
-                     f"tasks; exportable kinds: {', '.join(KINDS)}")
+    registry = registry or plugins.registry()
+    serving = registry.kind_of(task).serving
+    if serving is None:
+        exportable = sorted(name for name, (kind, _) in registry.kinds.items() if kind.serving)
+        raise InputError(f"--task={task.name}: no serving signature is defined for {task.kind} "
+                         f"tasks; exportable kinds: {', '.join(exportable)}")
+    return serving
 
 
 # --- Rebuilding a finished run -----------------------------------------------------------
@@ -220,22 +85,9 @@ class LoadedRun:
     task: object
     model: object  # kerasbert.model.task_model.TaskModel
     tokenizer: object  # kerasbert.data.tokenization.WordPieceTokenizer
-    sentence_pair: bool
+    sentence_pair: bool  # serving_default takes text_a and text_b
     run_dir: str = ""
-
-
-def is_sentence_pair(task):
-    """Whether the task reads text_a and text_b. GLUE tasks say so (`text_b`); for a task
-    that does not, one example of its bundled sample tells."""
-    if hasattr(task, "text_b"):
-        return task.text_b is not None
-    try:
-        examples = task.read_examples(task.sample_dir(), "train")
-    except (NotImplementedError, InputError, OSError):
-        raise InputError(
-            f"--task={task.name}: cannot tell whether it takes one text or a pair; give the "
-            "task a `text_b` attribute (None for single-text tasks)") from None
-    return bool(examples) and examples[0].text_b is not None
+    kind: object = None  # kerasbert.kinds.base.TaskKind
 
 
 def load_run(run_dir, registry=None):
@@ -251,16 +103,15 @@ def load_run(run_dir, registry=None):
                          "(--do_train writes it at the end)")
     registry = registry or plugins.registry()
     task = copy.copy(registry.task(config.task))  # the run's options, not the shared task's
-    from kerasbert.config import configure_task
-
     configure_task(task, config)  # SQuAD's doc_stride, max_query_length, ... of the run
-    kind_export(task)  # fails before the heavy work for kinds not exported yet
-    sentence_pair = task.kind in (CLASSIFICATION, REGRESSION) and is_sentence_pair(task)
+    serving = kind_export(task, registry)  # fails before the heavy work for other kinds
+    sentence_pair = "text_b" in serving.text_inputs(task)
     # TensorFlow and keras-hub load only now: a wrong path fails in a blink (lazy).
     from kerasbert.model.builder import rebuild_trained_model
 
     model, tokenizer = rebuild_trained_model(run_dir, config, task, registry)
-    return LoadedRun(config, task, model, tokenizer, sentence_pair, run_dir)
+    return LoadedRun(config, task, model, tokenizer, sentence_pair, run_dir,
+                     registry.kind_of(task))
 
 
 # --- Writing the SavedModel --------------------------------------------------------------
@@ -291,7 +142,7 @@ def write_saved_model(run, path):
     """
     import tensorflow as tf
 
-    spec = kind_export(run.task)
+    spec = run.kind.serving
     max_seq_length = run.config.max_seq_length
     model, tokenizer, task = run.model, run.tokenizer, run.task
 
@@ -311,9 +162,9 @@ def write_saved_model(run, path):
                            autograph=False).get_concrete_function()
 
     signatures = {
-        "serving_default": concrete(serve_text, spec.text_inputs(run.sentence_pair), tf.string),
+        "serving_default": concrete(serve_text, spec.text_inputs(task), tf.string),
         "serve_token_ids": concrete(serve_token_ids,
-                                    {n: [None] * spec.ids_rank for n in TOKEN_ID_INPUTS},
+                                    {n: [None] * run.kind.inputs_rank for n in TOKEN_ID_INPUTS},
                                     tf.int32),
     }
     # What the signatures capture must be reachable from the saved object: the vocabulary
@@ -332,18 +183,16 @@ def _write_metadata(run, path):
     """assets.extra/kerasbert.json: what a client needs to read the outputs."""
     from kerasbert.io_utils import atomic_write_json
 
-    spec = kind_export(run.task)
+    spec = run.kind.serving
     atomic_write_json(os.path.join(path, METADATA), {
         **export_identity(run.run_dir),
         "task": run.task.name, "kind": run.task.kind, "head": run.config.head,
         "label_list": list(run.task.label_list) if run.task.label_list else None,
         "max_seq_length": run.config.max_seq_length,
         "do_lower_case": run.tokenizer.do_lower_case,
-        "serving_default_inputs": list(spec.text_inputs(run.sentence_pair)),
+        "serving_default_inputs": list(spec.text_inputs(run.task)),
         "serve_token_ids_inputs": list(TOKEN_ID_INPUTS),
-        **({"squad_options": {name: getattr(run.task, name) for name in (
-            "doc_stride", "max_query_length", "n_best_size", "max_answer_length")},
-            "null_score_diff_threshold": null_threshold(run)} if run.task.kind == SPAN else {}),
+        **spec.metadata(run),
     })
 
 

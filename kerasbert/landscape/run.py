@@ -18,9 +18,6 @@ from kerasbert.run import read_split
 from kerasbert.tasks.base import Features
 from kerasbert.training.trajectory import Trajectory
 
-SUPPORTED_KINDS = ("classification", "regression", "multiple_choice")
-
-
 @dataclasses.dataclass
 class LandscapeRun:
     run_dir: str
@@ -65,10 +62,11 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
     config = dataclasses.replace(config, data_dir=data_dir)
     registry = registry or plugins.registry()
     task = registry.task(config.task)
-    if task.kind not in SUPPORTED_KINDS:
+    if not registry.kind_of(task).row_metrics:
+        supported = sorted(name for name, (kind, _) in registry.kinds.items() if kind.row_metrics)
         raise InputError(f"--run_dir={run_dir}: a {task.kind} task ({task.name}); the landscape "
-                         f"evaluates fixed samples of {', '.join(SUPPORTED_KINDS)} tasks "
-                         "(span and tagging metrics need whole examples, not sampled rows)")
+                         f"evaluates fixed samples of {', '.join(supported)} tasks "
+                         f"({task.kind} metrics need whole examples, not sampled rows)")
     configure_task(task, config)
     model, tokenizer = rebuild_trained_model(run_dir, config, task, registry)
     trajectory.check_model(model)

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.data import pipeline
-from kerasbert.training import losses
+from kerasbert.plugins import resolve_kind
 from kerasbert.training.trajectory import model_weights
 
 
@@ -20,12 +20,12 @@ class SurfaceEvaluator:
     """Evaluates `model` on fixed samples ({name: Features}, e.g. train and dev)."""
 
     def __init__(self, model, task, samples, batch_size=128):
-        self.model, self.task = model, task
+        self.model, self.task, self.kind = model, task, resolve_kind(task.kind)
         self.variables = model_weights(model)
         self.samples = samples
         self.batches = {
             name: list(pipeline.make_dataset(f.inputs, f.labels, batch_size,
-                                             labels_per_token=task.kind == "tagging"))
+                                             labels_per_token=self.kind.labels_per_token))
             for name, f in samples.items()}
         self._forward = tf.function(self._forward_fn, reduce_retracing=True)
         self._move = tf.function(self._move_fn)
@@ -35,7 +35,7 @@ class SurfaceEvaluator:
 
     def _forward_fn(self, inputs, labels):
         outputs = self.model(inputs, training=False)
-        return outputs, losses.per_example_loss(self.task.kind, labels, outputs)
+        return outputs, self.kind.per_example_loss(labels, outputs)
 
     def _move_fn(self, alpha, beta):
         origin, d1, d2 = self._plane

@@ -5,15 +5,14 @@ it from a finished run and loads `model.weights.h5` into it. Weight files are ma
 layer structure, so both must build the head from the same `HeadContext`: one function.
 """
 
-import numpy as np
 
 from kerasbert import run_folder
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError, at
 from kerasbert.hookspecs import HeadContext
 from kerasbert.model import checkpoints
-from kerasbert.model.task_model import INPUT_NAMES, TaskModel
-from kerasbert.tasks.base import MULTIPLE_CHOICE
+from kerasbert.model.task_model import TaskModel
+from kerasbert.plugins import resolve_kind
 
 
 def check_head_fits(task, head_spec):
@@ -33,12 +32,8 @@ def head_context(task, backbone, head_options=None, seed=None):
 
 
 def dummy_inputs(kind, seq_length=8, batch_size=2, num_choices=2):
-    """int32 zeros in the layout of `kind` ([batch, choices, seq] for multiple choice)."""
-    shape = [batch_size, num_choices, seq_length] if kind == MULTIPLE_CHOICE else [
-        batch_size, seq_length]
-    inputs = {name: np.zeros(shape, np.int32) for name in INPUT_NAMES}
-    inputs["padding_mask"][..., :2] = 1  # [CLS] [SEP]: no all-masked rows
-    return inputs
+    """int32 zeros in the layout of `kind` (a TaskKind or its name)."""
+    return resolve_kind(kind).dummy_inputs(seq_length, batch_size, num_choices)
 
 
 def build_task_model(task, head_spec, backbone, head_options=None, seed=None,

@@ -19,8 +19,10 @@ import os
 
 import numpy as np
 
+from kerasbert import run_folder
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json, write_history
+from kerasbert.kinds.base import TaskKind
 from kerasbert.pretraining import data as data_lib
 from kerasbert.pretraining import objectives
 
@@ -112,6 +114,14 @@ def _trim(features):
     return out, tf.zeros([tf.shape(features["input_ids"])[0]], tf.int32)
 
 
+class PretrainingKind(TaskKind):
+    """Pre-training's own kind: its loss is the objective's (PretrainingTrainer), so the
+    kind only says that there is no accuracy and no per-token label layout. No task is of
+    it, so it is not registered."""
+
+    name = "pretraining"
+
+
 def make_trainer_class():
     from kerasbert.training.loop import Trainer
 
@@ -194,7 +204,7 @@ def run_pretraining(config, show_progress=None):
             optimizer = create_optimizer(model.trainable_variables, config.learning_rate,
                                          config.num_train_steps, config.num_warmup_steps,
                                          config.weight_decay)
-        trainer = make_trainer_class()(model, "pretraining", strategy, optimizer,
+        trainer = make_trainer_class()(model, PretrainingKind(), strategy, optimizer,
                                        jit_compile=config.jit_compile)
         os.makedirs(config.output_dir, exist_ok=True)
         atomic_write_json(os.path.join(config.output_dir, "pretrain_config.json"),
@@ -223,8 +233,8 @@ def run_pretraining(config, show_progress=None):
         from kerasbert.training.checkpointing import save_weights_atomically
 
         save_weights_atomically(model, os.path.join(config.output_dir, "pretraining.weights.h5"))
-        write_history(os.path.join(config.output_dir, "history.csv"), history)
-        atomic_write_json(os.path.join(config.output_dir, "metrics.json"), metrics)
+        write_history(run_folder.path(config.output_dir, run_folder.HISTORY), history)
+        atomic_write_json(run_folder.path(config.output_dir, run_folder.METRICS), metrics)
     finally:
         if config.mixed_precision:
             keras.mixed_precision.set_global_policy("float32")

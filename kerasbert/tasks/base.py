@@ -82,6 +82,10 @@ class Task:
         """Takes the task options of the run (e.g. SQuAD's doc_stride); most tasks have none."""
         return self
 
+    def check_config(self, config) -> None:
+        """Refuses run settings this task cannot work with (an InputError naming the flag),
+        before any data is read; most tasks accept every valid RunConfig."""
+
     def compute_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> Mapping[str, float]:
         """Official metrics from model predictions (class ids or floats) and gold labels."""
         raise NotImplementedError
@@ -120,6 +124,20 @@ class Task:
         path = os.path.join(output_dir, name)
         self.write_test_predictions(features.examples, self.predictions(outputs), path)
         return path
+
+    def is_sentence_pair(self) -> bool:
+        """Whether the task reads text_a and text_b (the export's `serving_default` then
+        takes both). By default one example of the bundled sample tells; a task that knows
+        (GLUE's `text_b` column) says so instead."""
+        from kerasbert.errors import InputError
+
+        try:
+            examples = self.read_examples(self.sample_dir(), "train")
+        except (NotImplementedError, InputError, OSError):
+            raise InputError(
+                f"--task={self.name}: cannot tell whether it takes one text or a pair; "
+                "override Task.is_sentence_pair") from None
+        return bool(examples) and examples[0].text_b is not None
 
     def encode_labels(self, examples: Sequence[Example]) -> np.ndarray | None:
         """Class ids (int32) or regression targets (float32); None for unlabelled splits."""

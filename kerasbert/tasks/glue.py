@@ -76,6 +76,9 @@ class GlueTask(Task):
         # numbers stay comparable only if we drop them too; we count them and warn.
         self.skip_short_rows = skip_short_rows
 
+    def is_sentence_pair(self) -> bool:
+        return self.text_b is not None
+
     def __repr__(self):
         return f"GlueTask({self.name!r})"
 

@@ -670,6 +670,13 @@ class SquadTask(Task):
 
     # ---- data ----
 
+    def check_config(self, config) -> None:
+        if config.max_seq_length <= config.max_query_length + 3:
+            raise InputError(
+                f"--max_seq_length={config.max_seq_length}: must exceed --max_query_length="
+                f"{config.max_query_length} + 3 ([CLS] and two [SEP]) to leave room for the "
+                "passage")
+
     def file_name(self, split: str) -> str:
         if split not in ("train", *self.dev_splits):
             raise InputError(f"{self.name}: unknown split {split!r}; expected train or dev "

@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import TrainingError
-from kerasbert.tasks import base
-from kerasbert.training import losses, precision, xla_dropout
+from kerasbert.plugins import resolve_kind
+from kerasbert.training import precision, xla_dropout
 
 
 class NonFiniteLossError(TrainingError):
@@ -25,6 +25,7 @@ class NonFiniteLossError(TrainingError):
 class Trainer:
     """Trains `model` with `optimizer` under `strategy`; also predicts.
 
+    kind: the task's TaskKind (or its name): its loss, accuracy count and label layout.
     jit_compile: XLA-compile each replica's forward and backward pass.
     accumulation_steps: K > 1 splits each replica's batch into K micro-batches, run one
         after the other (only one micro-batch's activations live at a time); their summed
@@ -37,7 +38,7 @@ class Trainer:
     def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0, jit_compile=False,
                  accumulation_steps=1, loss_scale=None):
         self.model = model
-        self.kind = kind
+        self.kind = resolve_kind(kind)
         self.strategy = strategy
         self.optimizer = optimizer
         self.clip_norm = clip_norm
@@ -86,12 +87,12 @@ class Trainer:
         replica's share of the global mean, so replicas' gradients sum to the global one."""
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True)
-            per_example = losses.per_example_loss(self.kind, labels, outputs)
+            per_example = self.kind.per_example_loss(labels, outputs)
             loss = tf.nn.compute_average_loss(
                 per_example, global_batch_size=global_batch_size)
             scaled = loss if scale is None else loss * scale
         grads = tape.gradient(scaled, variables)
-        return loss, grads, losses.correct_count(self.kind, labels, outputs)
+        return loss, grads, self.kind.correct_count(labels, outputs)
 
     def _replica_gradients(self, inputs, labels, scale=None):
         """(loss, correct count, gradients) of this replica's batch, K micro-batches at a time.
@@ -176,7 +177,7 @@ class Trainer:
         if self.length_multiple > 1:
             limit = getattr(getattr(self.model, "backbone", None), "max_sequence_length", None)
             dataset = dataset.map(lambda x, y: pad_to_multiple(
-                x, y, self.length_multiple, labels_per_token=self.kind == base.TAGGING,
+                x, y, self.length_multiple, labels_per_token=self.kind.labels_per_token,
                 max_length=limit))
         batches = self.strategy.experimental_distribute_dataset(dataset)
         if self.length_multiple == 1:
@@ -198,7 +199,7 @@ class Trainer:
                 on_step(step, loss)
             if bar is not None:
                 bar.update(steps, [("loss", loss), ("lr", self.learning_rate())])
-        accuracy = correct / max(seen, 1) if losses.has_accuracy(self.kind) else None
+        accuracy = correct / max(seen, 1) if self.kind.has_accuracy else None
         return total / max(steps, 1), accuracy
 
     def learning_rate(self):

@@ -20,7 +20,8 @@ from kerasbert.data import pipeline
 from kerasbert.errors import TrainingError
 from kerasbert.io_utils import atomic_write_json, read_json_object
 from kerasbert.metrics import improves
-from kerasbert.training import checkpointing, losses, optimization, precision
+from kerasbert.plugins import resolve_kind
+from kerasbert.training import checkpointing, optimization, precision
 from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
 from kerasbert.training.trajectory import recorder_for
 
@@ -50,6 +51,7 @@ class PhaseRunner:
 
     def __init__(self, model, strategy, task, config, train, evaluate, log):
         self.model, self.strategy, self.task, self.config = model, strategy, task, config
+        self.kind = resolve_kind(task.kind)
         self.train, self.evaluate, self.log = train, evaluate, log
         self.phases = plan_phases(config)
         # An epoch is one pass over the feature rows: a long SQuAD context or CoNLL sentence
@@ -147,7 +149,7 @@ class PhaseRunner:
     def _run_phase(self, index, phase, start, history):
         config, optimizer = self.config, self.optimizers[phase.name]
         self.model.set_backbone_trainable(phase.train_backbone)
-        trainer = Trainer(self.model, self.task.kind, self.strategy, optimizer,
+        trainer = Trainer(self.model, self.kind, self.strategy, optimizer,
                           loss_scale=self.loss_scales.get(phase.name),
                           **trainer_options(config))
         per_epoch, total = self.steps[index]
@@ -170,7 +172,7 @@ class PhaseRunner:
             dataset = pipeline.dataset_of(
                 self.train, config.train_batch_size,
                 shuffle_seed=config.seed + 1000 * index + epoch,
-                labels_per_token=self.task.kind == "tagging")
+                labels_per_token=self.kind.labels_per_token)
             # The epoch runs in pieces that end on multiples of --save_checkpoints_steps;
             # after each, a checkpoint records how far it got. A resumed epoch skips the
             # batches already trained on (same seed, same order) and sums on from there.
@@ -192,7 +194,7 @@ class PhaseRunner:
                         step=done, loss_sum=loss_sum, correct=correct, seen=seen,
                         best=best, since_best=since_best))
             train_loss = loss_sum / max(done, 1)
-            train_accuracy = correct / max(seen, 1) if losses.has_accuracy(self.task.kind) else None
+            train_accuracy = correct / max(seen, 1) if self.kind.has_accuracy else None
             metrics = self.evaluate(trainer) if config.do_eval else {}
             row = {"phase": phase.name, "epoch": epoch + 1,
                    "step": step_offset + int(optimizer.iterations.numpy()),

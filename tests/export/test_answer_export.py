@@ -179,7 +179,7 @@ def test_v2_threshold_decides_between_the_best_span_and_no_answer(exported):
     non-null span (the decoder's best_non_null); below them all, every answer is ""."""
     import tensorflow as tf
 
-    from kerasbert.export.span_graph import SpanAnswerer
+    from kerasbert.kinds.span_graph import SpanAnswerer
 
     e = exported["squad_v2"]
     decoded, ids = e.expected

@@ -23,7 +23,8 @@ from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 from kerasbert.export import saved_model
-from kerasbert.tasks.base import Example
+from kerasbert.hookspecs import hookimpl
+from kerasbert.tasks.base import Example, Task
 
 # The raw [CLS] state instead of the pooler: a tiny random encoder's pooled output barely
 # depends on the input (outputs differ by ~1e-5 between texts); without the pooler they
@@ -470,13 +471,26 @@ def test_unfinished_run_is_a_clear_error(exported, tmp_path, capsys):
 
 
 def test_a_kind_without_a_serving_signature_is_a_clear_error():
+    from kerasbert.kinds.base import TaskKind
+
+    class Ranking(TaskKind):
+        name = "ranking"  # no `serving`: cannot be exported
+
+    @hookimpl
+    def kerasbert_kinds():
+        return [Ranking()]
+
+    manager, _, _ = plugins.make_manager(autoload=False)
+    manager.register(types.SimpleNamespace(kerasbert_kinds=kerasbert_kinds), name="ranking")
+    registry = plugins.Registry(manager)
     task = types.SimpleNamespace(name="third_party", kind="ranking")
-    with pytest.raises(InputError, match="no serving signature is defined for ranking tasks"):
-        saved_model.kind_export(task)
+    with pytest.raises(InputError, match="no serving signature is defined for ranking tasks; "
+                                         "exportable kinds: classification, multiple_choice"):
+        saved_model.kind_export(task, registry)
 
 
 def test_pair_detection_falls_back_to_the_bundled_sample():
-    class PairTask:
+    class PairTask(Task):
         name = "third_party"
 
         def sample_dir(self):
@@ -485,11 +499,11 @@ def test_pair_detection_falls_back_to_the_bundled_sample():
         def read_examples(self, data_dir, split):
             return [Example(guid="train-0", text_a="a", text_b="b")]
 
-    assert saved_model.is_sentence_pair(PairTask())
+    assert PairTask().is_sentence_pair()
 
     class Silent(PairTask):
         def read_examples(self, data_dir, split):
             raise NotImplementedError
 
     with pytest.raises(InputError, match="one text or a pair"):
-        saved_model.is_sentence_pair(Silent())
+        Silent().is_sentence_pair()

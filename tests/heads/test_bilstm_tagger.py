@@ -10,7 +10,7 @@ from kerasbert.heads import bilstm_tagger
 from kerasbert.heads.bilstm_tagger import BiLSTMTagger, build_bilstm_tagger
 from kerasbert.hookspecs import HeadContext
 from kerasbert.tasks import base
-from kerasbert.training import losses
+from kerasbert.plugins import resolve_kind
 
 
 def features(seed=0):
@@ -53,7 +53,7 @@ def test_trains_and_lowers_the_tagging_loss():
 
     def step():  # eager: a few steps cost less than tracing the LSTM gradients
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(losses.per_example_loss(base.TAGGING, labels,
+            loss = tf.reduce_mean(resolve_kind(base.TAGGING).per_example_loss(labels,
                                                           head(f, training=True)))
         optimizer.apply(tape.gradient(loss, variables), variables)
         return float(loss)

@@ -22,7 +22,7 @@ from kerasbert.heads.feature_bilstm import (
 from kerasbert.hookspecs import HeadContext
 from kerasbert.model.backbone import all_layer_outputs_model
 from kerasbert.tasks import base
-from kerasbert.training import losses
+from kerasbert.plugins import resolve_kind
 
 # Tiny, but with 4 layers so that the "last four" choices exist.
 TINY = dict(vocabulary_size=40, num_layers=4, num_heads=2, hidden_dim=32, intermediate_dim=64,
@@ -99,7 +99,7 @@ def test_each_layer_choice_builds_and_learns(data, live, layers):
 
     def step():  # eager: a few steps cost less than tracing the LSTM gradients (~5 s)
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(losses.per_example_loss(base.TAGGING, labels,
+            loss = tf.reduce_mean(resolve_kind(base.TAGGING).per_example_loss(labels,
                                                           head(features, training=True)))
         optimizer.apply(tape.gradient(loss, variables), variables)
         return loss

@@ -13,7 +13,7 @@ from kerasbert.heads.sequence_classifier import (SequenceClassifier, build_seque
                                                  masked_max)
 from kerasbert.hookspecs import HeadContext
 from kerasbert.tasks import base
-from kerasbert.training import losses
+from kerasbert.plugins import resolve_kind
 
 
 def features(seed=0, batch=4):
@@ -74,7 +74,7 @@ def test_trains_and_lowers_the_loss(encoder, kind):
 
     def step():  # eager: a few steps cost less than tracing the LSTM gradients
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(losses.per_example_loss(kind, labels,
+            loss = tf.reduce_mean(resolve_kind(kind).per_example_loss(labels,
                                                           head(f, training=True)))
         optimizer.apply(tape.gradient(loss, variables), variables)
         return float(loss)

@@ -11,7 +11,7 @@ from kerasbert.heads import sim_transformer
 from kerasbert.heads.sim_transformer import SimTransformer, build_sim_transformer, masked_mean
 from kerasbert.hookspecs import HeadContext
 from kerasbert.tasks import base
-from kerasbert.training import losses
+from kerasbert.plugins import resolve_kind
 
 SEGMENTS = np.array([[0, 0, 0, 0, 1, 1, 1, 1, 1],    # [CLS] a a [SEP] b b [SEP] pad pad
                      [0, 0, 0, 1, 1, 1, 1, 1, 0],    # [CLS] a [SEP] b b b b [SEP] pad
@@ -78,7 +78,7 @@ def test_trains_and_lowers_the_loss(kind):
 
     def step():  # eager: a few steps cost less than tracing
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(losses.per_example_loss(kind, labels,
+            loss = tf.reduce_mean(resolve_kind(kind).per_example_loss(labels,
                                                           head(features, training=True)))
         grads = tape.gradient(loss, variables)
         assert all(g is not None for g in grads)  # every weight is on the loss's path

@@ -10,7 +10,7 @@ from kerasbert.heads.span import PADDING_LOGIT, SpanHead, build_span_head, head_
 from kerasbert.hookspecs import HeadContext
 from kerasbert.model.task_model import TaskModel
 from kerasbert.tasks import base
-from kerasbert.training import losses
+from kerasbert.plugins import resolve_kind
 
 ARCH = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
             max_sequence_length=16)
@@ -59,7 +59,7 @@ def test_span_loss_trains_the_head(model):
     labels = tf.constant([[4, 6], [3, 3]], tf.int32)
     with tf.GradientTape() as tape:
         outputs = model(inputs(), training=True)
-        loss = tf.reduce_mean(losses.per_example_loss(base.SPAN, labels, outputs))
+        loss = tf.reduce_mean(resolve_kind(base.SPAN).per_example_loss(labels, outputs))
     grads = tape.gradient(loss, model.head.trainable_variables)
     assert np.isfinite(float(loss)) and float(loss) < 10  # ~log(8) per side at init
     assert all(np.isfinite(g.numpy()).all() and np.abs(g.numpy()).max() > 0 for g in grads)

@@ -9,7 +9,7 @@ from kerasbert.heads.tagger import TokenTagger, build_tagger
 from kerasbert.hookspecs import HeadContext
 from kerasbert.model.task_model import TaskModel
 from kerasbert.tasks import base
-from kerasbert.training import losses
+from kerasbert.plugins import resolve_kind
 
 TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
             max_sequence_length=16)
@@ -67,7 +67,7 @@ def test_trains_with_the_tagging_loss_on_a_tiny_bert():
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(losses.per_example_loss(base.TAGGING, labels, model(inputs, training=True)))
+            loss = tf.reduce_mean(resolve_kind(base.TAGGING).per_example_loss(labels, model(inputs, training=True)))
         optimizer.apply(tape.gradient(loss, variables), variables)
         return loss
 

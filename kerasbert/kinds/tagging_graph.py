@@ -21,7 +21,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from kerasbert.data.tokenization import _regex_class
-from kerasbert.export.span_graph import _first_max_index
+from kerasbert.kinds.span_graph import _first_max_index
 
 # What str.split() splits on, the way a CoNLL line's words are separated.
 _WHITESPACE = _regex_class([cp for cp in range(sys.maxunicode + 1) if chr(cp).isspace()]) + "+"

@@ -1,0 +1,82 @@
+"""What a task kind is: the contract between a task's arrays and the model side.
+
+A task declares its kind by name (`Task.kind = "classification"`); a head declares the
+kinds it serves (`HeadSpec.kinds`). Everything that depends on the kind, and on nothing
+else of the task, lives in one `TaskKind` object, registered through the same plugin hook
+as heads and tasks (`kerasbert_kinds`, kerasbert/hookspecs.py). The built-in kinds
+(kerasbert/kinds/builtin.py) register exactly as a plugin's do:
+
+    training     per_example_loss, correct_count (accuracy on the training batches)
+    data         labels_per_token (label padding), inputs_rank (choices axis)
+    landscape    row_metrics: whether a task's metrics over sampled feature rows mean
+                 anything (not for SQuAD windows or NER sentence pieces)
+    export       serving: the raw-text signature (None: the kind cannot be exported)
+
+Shapes (B batch, S sequence, C choices, K outputs): inputs are int32 [B, S] (or [B, C, S]
+when inputs_rank is 3); the model's outputs and the labels of Features are the kind's own.
+"""
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+
+class TaskKind:
+    """Base class of a task kind; subclasses set `name` and implement the loss."""
+
+    name: str = ""
+    description: str = ""
+    # Labels [B, S] with -1 at ignored positions, padded with -1 when batches are trimmed.
+    labels_per_token: bool = False
+    inputs_rank: int = 2  # 3: [B, C, S], one sequence per choice
+    has_accuracy: bool = False  # correct_count counts something (history's train_accuracy)
+    row_metrics: bool = True  # the landscape may evaluate it on sampled feature rows
+    serving: "Serving | None" = None
+
+    def per_example_loss(self, labels, outputs):
+        """float32 [B]: each example's loss (the loop averages it over the global batch).
+        Compute it in float32 whatever the outputs' dtype (mixed precision)."""
+        raise NotImplementedError
+
+    def correct_count(self, labels, outputs):
+        """float32 scalar: how many examples of the batch the outputs get right (0 when
+        the kind has no accuracy)."""
+        import tensorflow as tf
+
+        return tf.constant(0.0)
+
+    def dummy_inputs(self, seq_length=8, batch_size=2, num_choices=2):
+        """int32 model inputs in this kind's layout, to build a model's weights."""
+        import numpy as np
+
+        shape = ([batch_size, num_choices, seq_length] if self.inputs_rank == 3
+                 else [batch_size, seq_length])
+        inputs = {name: np.zeros(shape, np.int32)
+                  for name in ("token_ids", "segment_ids", "padding_mask")}
+        inputs["padding_mask"][..., :2] = 1  # [CLS] [SEP]: no all-masked rows
+        return inputs
+
+    def __repr__(self):
+        return f"<kind {self.name}>"
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """How a kind is served from a SavedModel (kerasbert/export/saved_model.py).
+
+    text_inputs(task) -> {input name: shape} of the raw-string `serving_default`;
+    encode(tokenizer, inputs, max_seq_length) -> int32 model inputs, padded to the
+        maximum length (the export trims all-padding columns after it);
+    outputs(task, model_outputs) -> {name: tensor}, what both signatures return;
+    answer(run) -> for kinds whose answer needs more than one model call or
+        post-processing (span, tagging): a function of the raw-string inputs dict that
+        returns the outputs; `encode` is then unused and `outputs` serves only
+        `serve_token_ids`. `run` is a kerasbert.export.saved_model.LoadedRun (model,
+        tokenizer, task, config, run_dir);
+    metadata(run) -> extra entries of the export's assets.extra/kerasbert.json.
+    """
+
+    text_inputs: Callable[[Any], Mapping[str, list]]
+    outputs: Callable
+    encode: Callable | None = None
+    answer: Callable | None = None
+    metadata: Callable = lambda run: {}
