@@ -17,7 +17,7 @@ import json
 import sys
 
 from kerasbert.errors import InputError, at
-from kerasbert.tasks import squad_metrics
+from kerasbert.tasks import conll, squad_metrics
 
 
 def load_json(path, what):
@@ -121,7 +121,7 @@ def conll2003(parser):
                         "sentences (kerasbert writes valid_predictions.txt).")
 
     def run(args):
-        from kerasbert.tasks import conll
+
 
         print(json.dumps(conll.evaluate_file(args.predictions_file), indent=2, sort_keys=True))
 

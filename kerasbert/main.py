@@ -2,10 +2,11 @@
 
     absl flags → RunConfig → kerasbert.run.execute (one run) or kerasbert.sweep (a grid)
 
-Bad flags, an unknown task or head, and --list_tasks / --list_heads are answered here
-before TensorFlow is loaded; the run itself lives in kerasbert/run.py.
+Bad flags, an unknown task or head, and --list_tasks / --list_heads are answered here,
+before any data is read; the run itself lives in kerasbert/run.py.
 """
 
+import logging as std_logging
 import os
 import sys
 import time
@@ -14,7 +15,8 @@ from absl import app, flags, logging
 
 from kerasbert import config as config_lib
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
-from kerasbert import plugins
+from kerasbert import plugins, sweep
+from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
 
 FLAGS = flags.FLAGS
@@ -62,10 +64,6 @@ def main(argv):
         FLAGS.output_dir = os.path.join(
             "kerasbert_runs", f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
-    # Lazy: TensorFlow and the model code load only once the flags have been accepted.
-    from kerasbert import run as run_lib
-    from kerasbert import sweep
-
     if FLAGS.learning_rates or FLAGS.num_restarts != 1:  # a grid of runs
         sweep.run_sweep(config, FLAGS.learning_rates, FLAGS.num_restarts, registry)
     else:
@@ -76,8 +74,6 @@ def main(argv):
 def define_plugin_flags():
     """Lets every plugin define its flags (before parsing); quiets TF's start-up logs."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
-    import logging as std_logging
-
     std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)  # checkpoint INFO spam
     registry = plugins.registry(_blocked_plugins(sys.argv))
     registry.manager.hook.kerasbert_define_flags(flag_values=FLAGS)

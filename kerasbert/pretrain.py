@@ -13,7 +13,9 @@ google-research/bert's run_pretraining.py. See kerasbert/pretraining/train.py.
 from absl import flags
 
 from kerasbert import distribute  # noqa: F401  (fails early if TF is broken)
-from kerasbert.pretraining.train import PretrainConfig
+from kerasbert.errors import InputError
+from kerasbert.pretraining.cli import run
+from kerasbert.pretraining.train import PretrainConfig, run_pretraining
 
 FLAGS = flags.FLAGS
 _D = PretrainConfig(input_file="", output_dir="")
@@ -51,9 +53,6 @@ flags.DEFINE_boolean("verbose", False, "Full tracebacks for input errors.")
 
 
 def main():
-    from kerasbert.errors import InputError
-    from kerasbert.pretraining.train import run_pretraining
-
     for name in ("input_file", "output_dir"):
         if not FLAGS[name].value:
             raise InputError(f"--{name}: required")
@@ -68,6 +67,4 @@ def main():
 
 
 if __name__ == "__main__":
-    from kerasbert.pretraining.cli import run
-
     run(main, "pretrain")

@@ -50,9 +50,13 @@ import secrets
 import shutil
 import sys
 
-from kerasbert import run_folder
+import tensorflow as tf
+
+from kerasbert import plugins, run_folder
 from kerasbert.config import configure_task
 from kerasbert.errors import InputError, at
+from kerasbert.io_utils import atomic_write_json
+from kerasbert.model.builder import rebuild_trained_model
 
 METADATA = os.path.join("assets.extra", "kerasbert.json")  # TF Serving ignores the rest of it
 TEMP_PREFIX = ".tmp-"  # TF Serving only loads folders named by a number
@@ -64,8 +68,6 @@ TOKEN_ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 def kind_export(task, registry=None):
     """The task kind's Serving (kerasbert/kinds/base.py); an InputError for a kind that
     defines none, raised before any heavy work."""
-    from kerasbert import plugins
-
     registry = registry or plugins.registry()
     serving = registry.kind_of(task).serving
     if serving is None:
@@ -92,8 +94,6 @@ class LoadedRun:
 
 def load_run(run_dir, registry=None):
     """Rebuilds the task model of a finished run and loads its trained weights."""
-    from kerasbert import plugins
-
     if not os.path.isdir(run_dir):
         raise InputError(f"{at(run_dir)}--run_dir: no such folder")
     config = run_folder.read_run_config(run_dir)
@@ -107,7 +107,6 @@ def load_run(run_dir, registry=None):
     serving = kind_export(task, registry)  # fails before the heavy work for other kinds
     sentence_pair = "text_b" in serving.text_inputs(task)
     # TensorFlow and keras-hub load only now: a wrong path fails in a blink (lazy).
-    from kerasbert.model.builder import rebuild_trained_model
 
     model, tokenizer = rebuild_trained_model(run_dir, config, task, registry)
     return LoadedRun(config, task, model, tokenizer, sentence_pair, run_dir,
@@ -118,16 +117,12 @@ def load_run(run_dir, registry=None):
 
 def _specs(shapes, dtype):
     """One dict argument: its keys become the signature's input names."""
-    import tensorflow as tf
-
     return [{name: tf.TensorSpec(shape, dtype, name=name) for name, shape in shapes.items()}]
 
 
 def _trim_padding(inputs):
     """Drops the all-padding columns after packing to max_seq_length (short requests then
     cost what their longest text costs; padded positions are masked, results are equal)."""
-    import tensorflow as tf
-
     length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["padding_mask"], axis=-1)), 1)
     return {k: v[..., :length] for k, v in inputs.items()}
 
@@ -140,8 +135,6 @@ def write_saved_model(run, path):
     and tracing the tokenizer graph is most of an export's time. Here each signature is
     traced once and saved as that concrete function.
     """
-    import tensorflow as tf
-
     spec = run.kind.serving
     max_seq_length = run.config.max_seq_length
     model, tokenizer, task = run.model, run.tokenizer, run.task
@@ -181,8 +174,6 @@ def write_saved_model(run, path):
 
 def _write_metadata(run, path):
     """assets.extra/kerasbert.json: what a client needs to read the outputs."""
-    from kerasbert.io_utils import atomic_write_json
-
     spec = run.kind.serving
     atomic_write_json(os.path.join(path, METADATA), {
         **export_identity(run.run_dir),

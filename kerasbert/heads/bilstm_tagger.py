@@ -9,6 +9,7 @@ Options: `bilstm_tagger_lstm_units` (units per direction, 256), `bilstm_tagger_d
 """
 
 import keras
+from absl import flags
 
 from kerasbert.heads.bimpm import bilstm
 
@@ -58,8 +59,6 @@ def build_bilstm_tagger(context):
 
 def define_flags(flag_values):
     """Defines the head's absl flags on `flag_values` (kerasbert_define_flags hook)."""
-    from absl import flags
-
     flags.DEFINE_integer(
         "bilstm_tagger_lstm_units", DEFAULT_LSTM_UNITS,
         "Units per direction of the bilstm_tagger head's BiLSTM.",

@@ -39,6 +39,7 @@ per direction, 100) and `bimpm_dropout` (0.1) — and the same three as
 
 import keras
 import tensorflow as tf
+from absl import flags
 from keras import ops
 
 DEFAULT_PERSPECTIVES = 20
@@ -358,8 +359,6 @@ def build_bimpm_no_context(context):
 
 def define_flags(flag_values):
     """Defines both variants' absl flags on `flag_values` (kerasbert_define_flags hook)."""
-    from absl import flags
-
     for prefix, what in (("bimpm", "bimpm head"),
                          ("bimpm_no_context", "bimpm_no_context head (BIMPM without its "
                                               "context BiLSTM)")):

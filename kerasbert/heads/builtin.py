@@ -1,12 +1,23 @@
 """Registers kerasbert's own heads through the same hook third-party plugins use."""
 
+from absl import flags
+
+from kerasbert.heads import (
+    bilstm_tagger,
+    bimpm,
+    feature_bilstm,
+    ltr,
+    sequence_classifier,
+    sim_transformer,
+    span,
+    tagger,
+)
+from kerasbert.heads.classifier import ClsClassifier
 from kerasbert.hookspecs import HeadSpec, hookimpl
 from kerasbert.tasks import base
 
 
 def _cls_linear(context):
-    from kerasbert.heads.classifier import ClsClassifier
-
     return ClsClassifier(
         context.num_outputs,
         dropout=context.dropout,
@@ -14,18 +25,6 @@ def _cls_linear(context):
         seed=context.seed,
         name="cls_linear",
     )
-
-
-def _lazy(module, factory):
-    """A head factory that imports its module only when the head is built (keeps
-    `--list_heads` and flag definition fast)."""
-
-    def build(context):
-        import importlib
-
-        return getattr(importlib.import_module(f"kerasbert.heads.{module}"), factory)(context)
-
-    return build
 
 
 @hookimpl
@@ -40,64 +39,64 @@ def kerasbert_heads():
         HeadSpec(
             name="span",
             kinds=(base.SPAN,),
-            build=_lazy("span", "build_span_head"),
+            build=span.build_span_head,
             description="Start and end vectors S, E over the final hidden states (SQuAD).",
         ),
         HeadSpec(
             name="tagger",
             kinds=(base.TAGGING,),
-            build=_lazy("tagger", "build_tagger"),
+            build=tagger.build_tagger,
             description="Token classifier on the final hidden states (fine-tuning NER).",
         ),
         HeadSpec(
             name="feature_bilstm",
             kinds=(base.TAGGING,),
-            build=_lazy("feature_bilstm", "build_feature_bilstm"),
+            build=feature_bilstm.build_feature_bilstm,
             description="Frozen encoder's layers -> 2-layer BiLSTM -> classifier (BERT 5.3).",
         ),
         HeadSpec(
             name="bimpm",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_lazy("bimpm", "build_bimpm"),
+            build=bimpm.build_bimpm,
             description="BIMPM on the A/B token states: context BiLSTM, multi-perspective "
                         "matching, aggregation BiLSTM (Wang et al. 2019).",
         ),
         HeadSpec(
             name="bimpm_no_context",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_lazy("bimpm", "build_bimpm_no_context"),
+            build=bimpm.build_bimpm_no_context,
             description="BIMPM without its context BiLSTM: matching on BERT's states.",
         ),
         HeadSpec(
             name="sim_transformer",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_lazy("sim_transformer", "build_sim_transformer"),
+            build=sim_transformer.build_sim_transformer,
             description="BIMPM with transformer layers instead of BiLSTMs (Sim-Transformer).",
         ),
         HeadSpec(
             name="bilstm_tagger",
             kinds=(base.TAGGING,),
-            build=_lazy("bilstm_tagger", "build_bilstm_tagger"),
+            build=bilstm_tagger.build_bilstm_tagger,
             description="BiLSTM over the final hidden states, then a token classifier.",
         ),
         HeadSpec(
             name="sequence_classifier",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
-            build=_lazy("sequence_classifier", "build_sequence_classifier"),
+            build=sequence_classifier.build_sequence_classifier,
             description="BiLSTM or Kim-CNN over the token states, max-pooled, then a "
                         "classifier.",
         ),
         HeadSpec(
             name="last_token",
             kinds=(base.CLASSIFICATION, base.REGRESSION, base.MULTIPLE_CHOICE),
-            build=_lazy("ltr", "build_last_token"),
+            build=ltr.build_last_token,
             description="Linear layer on the last real token's state (for left-to-right "
                         "encoders, whose [CLS] sees nothing else).",
         ),
         HeadSpec(
             name="top_bilstm",
             kinds=(base.CLASSIFICATION, base.REGRESSION, base.MULTIPLE_CHOICE, base.SPAN),
-            build=_lazy("ltr", "build_top_bilstm"),
+            build=ltr.build_top_bilstm,
             description="A random BiLSTM over the final states, then a classifier or "
                         "start/end logits (BERT 5.1's LTR + BiLSTM).",
         ),
@@ -106,17 +105,6 @@ def kerasbert_heads():
 
 @hookimpl
 def kerasbert_define_flags(flag_values):
-    from absl import flags
-
-    from kerasbert.heads import (
-        bilstm_tagger,
-        bimpm,
-        feature_bilstm,
-        ltr,
-        sequence_classifier,
-        sim_transformer,
-    )
-
     for module in (feature_bilstm, bimpm, sim_transformer, bilstm_tagger, sequence_classifier,
                    ltr):
         module.define_flags(flag_values)

@@ -34,8 +34,11 @@ import weakref
 
 import keras
 import numpy as np
+import tensorflow as tf
+from absl import flags
 
 from kerasbert.errors import InputError
+from kerasbert.model.backbone import all_layer_outputs_model
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +168,6 @@ def build_feature_bilstm(context):
 
 def define_flags(flag_values):
     """Defines the head's absl flags on `flag_values` (for the kerasbert_define_flags hook)."""
-    from absl import flags
-
     flags.DEFINE_enum(
         "feature_bilstm_layers", DEFAULT_LAYERS, LAYER_CHOICES,
         "Which frozen BERT layers feed the feature_bilstm head, as in the BERT paper's "
@@ -208,9 +209,6 @@ _ENCODERS = weakref.WeakKeyDictionary()  # backbone -> {layer indices: traced fu
 def _encoder(backbone, indices):
     """A traced function: int32 inputs -> the chosen layers [b, k, seq, H]. One per backbone
     and layer choice, so the train, dev and test splits share one trace."""
-    import tensorflow as tf
-
-    from kerasbert.model.backbone import all_layer_outputs_model
 
     per_backbone = _ENCODERS.setdefault(backbone, {})
     if indices not in per_backbone:
@@ -238,8 +236,6 @@ def compute_layer_features(backbone, inputs, layers: str, batch_size: int = 64,
     same key memory-map it instead of running the encoder. Size: n·k·seq·H·bytes, e.g. CoNLL
     train at seq 128 with BERT-base and concat_last_four in float16: 14k·4·128·768·2 ≈ 11 GB.
     """
-    import tensorflow as tf
-
     indices = layer_indices(layers, len(backbone.transformer_layers))
     dtype = np.dtype(dtype)
     n, seq = np.shape(inputs["token_ids"])
@@ -280,8 +276,6 @@ def attach_cached_features(model, features, cache_dir):
 
     InputError when the model's head does not read cached layers or trains the encoder.
     """
-    from kerasbert.errors import InputError
-
     head = model.head
     if not hasattr(head, "layers_choice") or model.head_trains_backbone:
         raise InputError(f"--feature_cache_dir={cache_dir}: the {head.name} head does not read "

@@ -14,6 +14,7 @@ Both also work on a bidirectional encoder.
 """
 
 import keras
+from absl import flags
 from keras import ops
 
 from kerasbert.heads.span import PADDING_LOGIT
@@ -101,7 +102,5 @@ def build_top_bilstm(context):
 
 
 def define_flags(flag_values):
-    from absl import flags
-
     flags.DEFINE_integer("top_bilstm_units", 0, "LSTM units per direction of the top_bilstm "
                          "head (0 = the encoder's hidden size).", flag_values=flag_values)

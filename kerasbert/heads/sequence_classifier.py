@@ -16,6 +16,7 @@ encoder; `sequence_classifier_dropout` defaults to the encoder's dropout rate.
 """
 
 import keras
+from absl import flags
 from keras import ops
 
 from kerasbert.errors import InputError
@@ -104,8 +105,6 @@ def build_sequence_classifier(context):
 
 def define_flags(flag_values):
     """Defines the head's absl flags on `flag_values` (kerasbert_define_flags hook)."""
-    from absl import flags
-
     flags.DEFINE_enum(
         "sequence_classifier_encoder", "bilstm", ENCODERS,
         "What the sequence_classifier head runs over BERT's token states before max-pooling "

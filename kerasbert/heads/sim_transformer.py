@@ -24,11 +24,17 @@ units; 4 heads of 50; feed-forward 400; one layer). Options: `sim_transformer_pe
 
 import keras
 import keras_hub
+from absl import flags
 from keras import ops
 
 from kerasbert.errors import InputError
-from kerasbert.heads.bimpm import (DEFAULT_DROPOUT, DEFAULT_PERSPECTIVES,
-                                   MultiPerspectiveMatching, feed_forward, split_pair)
+from kerasbert.heads.bimpm import (
+    DEFAULT_DROPOUT,
+    DEFAULT_PERSPECTIVES,
+    MultiPerspectiveMatching,
+    feed_forward,
+    split_pair,
+)
 
 DEFAULTS = dict(perspectives=DEFAULT_PERSPECTIVES, hidden_dim=200, num_heads=4,
                 intermediate_dim=400, num_layers=1, dropout=DEFAULT_DROPOUT)
@@ -140,8 +146,6 @@ def build_sim_transformer(context):
 
 def define_flags(flag_values):
     """Defines the head's absl flags on `flag_values` (kerasbert_define_flags hook)."""
-    from absl import flags
-
     helps = {
         "perspectives": "Number of perspectives l of the sim_transformer head's "
                         "multi-perspective cosine matching.",

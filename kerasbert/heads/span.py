@@ -11,8 +11,6 @@ carry zero softmax probability.
 import keras
 from keras import ops
 
-from kerasbert.tasks import base
-
 # exp(-1e4) underflows to 0 in float32, yet the value stays finite in any loss.
 PADDING_LOGIT = -10000.0
 
@@ -54,11 +52,3 @@ class SpanHead(keras.layers.Layer):
 def build_span_head(context):
     """HeadSpec factory: register as name "span", kinds ("span",)."""
     return SpanHead(seed=context.seed, name="span")
-
-
-def head_spec():
-    """The HeadSpec to return from a `kerasbert_heads` hook implementation."""
-    from kerasbert.hookspecs import HeadSpec
-
-    return HeadSpec(name="span", kinds=(base.SPAN,), build=build_span_head,
-                    description="Start/end vectors S, E over every token (BERT's SQuAD head).")

@@ -19,6 +19,9 @@ when inputs_rank is 3); the model's outputs and the labels of Features are the k
 import dataclasses
 from typing import Any, Callable, Mapping
 
+import numpy as np
+import tensorflow as tf
+
 
 class TaskKind:
     """Base class of a task kind; subclasses set `name` and implement the loss."""
@@ -40,14 +43,10 @@ class TaskKind:
     def correct_count(self, labels, outputs):
         """float32 scalar: how many examples of the batch the outputs get right (0 when
         the kind has no accuracy)."""
-        import tensorflow as tf
-
         return tf.constant(0.0)
 
     def dummy_inputs(self, seq_length=8, batch_size=2, num_choices=2):
         """int32 model inputs in this kind's layout, to build a model's weights."""
-        import numpy as np
-
         shape = ([batch_size, num_choices, seq_length] if self.inputs_rank == 3
                  else [batch_size, seq_length])
         inputs = {name: np.zeros(shape, np.int32)

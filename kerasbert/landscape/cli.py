@@ -21,7 +21,9 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 from absl import flags
+from scipy import stats
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import (
@@ -29,6 +31,9 @@ from kerasbert.io_utils import (
     atomic_write_json,
     read_json_object,
 )
+from kerasbert.landscape import directions, layers, plots, surface
+from kerasbert.landscape import run as run_lib
+from kerasbert.training.trajectory import snapshot, weight_names
 
 MODES = ("1d", "2d", "trajectory", "layers", "rollback")
 FLAGS = flags.FlagValues()  # its own: the training flags (--data_dir, --seed …) stay apart
@@ -104,8 +109,6 @@ def _slug(label):
 
 
 def write_npz(path, **arrays):
-    import numpy as np
-
     directory, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name, suffix=".npz")
     try:
@@ -121,12 +124,6 @@ def write_npz(path, **arrays):
 
 def analyse(run, modes, ranges, log=_log):
     """Everything `modes` asks for about one LandscapeRun; returns a dict of results."""
-    import numpy as np
-    from scipy import stats
-
-    from kerasbert.landscape import directions, layers, surface
-    from kerasbert.training.trajectory import snapshot, weight_names
-
     names = weight_names(run.model)
     theta1 = run.trajectory.final()
     loaded = snapshot(run.model)
@@ -208,10 +205,6 @@ def analyse(run, modes, ranges, log=_log):
 
 def write_results(results, output_dir):
     """The CSV/NPZ/PNG files of one or two analysed runs; returns the files written."""
-    import numpy as np
-
-    from kerasbert.landscape import plots
-
     os.makedirs(output_dir, exist_ok=True)
     written = []
 
@@ -274,8 +267,6 @@ def write_results(results, output_dir):
 
 def run_cli():
     """Parses nothing itself: FLAGS must already hold the command line."""
-    from kerasbert.landscape import run as run_lib
-
     ranges = _check_flags()
     modes = set(FLAGS.mode)
     run_dirs = [FLAGS.run_dir] + ([FLAGS.compare_run_dir] if FLAGS.compare_run_dir else [])

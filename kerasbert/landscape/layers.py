@@ -9,14 +9,14 @@ import re
 
 import numpy as np
 
+from kerasbert.training.trajectory import model_weights
+
 EMBEDDING_LAYERS = ("token_embedding", "position_embedding", "segment_embedding",
                     "embeddings_layer_norm")
 
 
 def weight_groups(model):
     """The group of each weight of `trajectory.model_weights(model)`, in order."""
-    from kerasbert.training.trajectory import model_weights
-
     head = {id(w) for w in model.head.weights}
     groups = []
     for w in model_weights(model):

@@ -14,7 +14,10 @@ import os
 
 from absl import flags
 
+from kerasbert.data.tokenization import WordPieceTokenizer
+from kerasbert.errors import InputError
 from kerasbert.pretraining import data as data_lib
+from kerasbert.pretraining.cli import run
 
 FLAGS = flags.FLAGS
 _DEFAULTS = data_lib.DataOptions()
@@ -47,9 +50,6 @@ flags.DEFINE_boolean("verbose", False, "Full tracebacks for input errors.")
 
 
 def main():
-    from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.errors import InputError
-
     for name in ("input_file", "output_dir"):
         if not FLAGS[name].value:
             raise InputError(f"--{name}: required")
@@ -75,6 +75,4 @@ def main():
 
 
 if __name__ == "__main__":
-    from kerasbert.pretraining.cli import run
-
     run(main, "create_data")

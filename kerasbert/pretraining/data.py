@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_json
+from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 DATA_CONFIG = "data_config.json"
@@ -116,6 +116,8 @@ def read_documents(files):
 def learn_vocab(files, vocab_size, do_lower_case, out_file):
     """A WordPiece vocabulary learned from the corpus (tensorflow_text's BERT vocab trainer),
     BERT's special tokens first. Returns the number of tokens written."""
+    # Lazy: tf-text's vocabulary learner (and its Apache Beam-style imports) is needed only
+    # when a corpus has no vocabulary yet.
     from tensorflow_text.tools.wordpiece_vocab import (
         bert_vocab_from_dataset as bert_vocab,
     )
@@ -132,7 +134,6 @@ def learn_vocab(files, vocab_size, do_lower_case, out_file):
     if len(vocab) <= len(SPECIAL_TOKENS):
         raise InputError(f"--input_file: too little text to learn a vocabulary from "
                          f"({', '.join(files)})")
-    from kerasbert.io_utils import atomic_write_text
 
     atomic_write_text(out_file, "".join(t + "\n" for t in vocab))
     return len(vocab)

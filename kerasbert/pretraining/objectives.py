@@ -14,6 +14,8 @@ pooled [CLS] output.
 many batches and replicas are exact token-weighted averages.
 """
 
+import math
+
 import keras
 import tensorflow as tf
 from keras_hub.layers import MaskedLMHead
@@ -118,8 +120,6 @@ def training_loss(stats):
 
 def summarize(objective, stats):
     """Held-out metrics from summed statistics (floats)."""
-    import math
-
     count = max(stats["lm_count"], 1.0)
     mean_loss = stats["lm_loss"] / count
     prefix = "lm" if objective == "ltr" else "mlm"

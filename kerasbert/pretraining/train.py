@@ -17,14 +17,21 @@ import dataclasses
 import logging
 import os
 
+import keras
 import numpy as np
+import tensorflow as tf
 
-from kerasbert import run_folder
+from kerasbert import distribute, run_folder
+from kerasbert.data.tokenization import read_vocab
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json, write_history
 from kerasbert.kinds.base import TaskKind
+from kerasbert.model import checkpoints
 from kerasbert.pretraining import data as data_lib
 from kerasbert.pretraining import objectives
+from kerasbert.training.checkpointing import save_weights_atomically
+from kerasbert.training.loop import Timer, Trainer
+from kerasbert.training.optimization import create_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +84,6 @@ def _data_config(files):
 
 
 def _make_encoder(config, data_config, vocab_file, do_lower_case):
-    from kerasbert.model import checkpoints
-
     causal = config.objective == "ltr"
     if config.init_checkpoint in (None, "", "random"):
         loaded = checkpoints.random_encoder(
@@ -92,7 +97,6 @@ def _make_encoder(config, data_config, vocab_file, do_lower_case):
                              f"{'causal' if not causal else 'bidirectional'} encoder cannot "
                              f"be pre-trained with --objective={config.objective}")
     backbone = loaded.backbone
-    from kerasbert.data.tokenization import read_vocab
 
     if backbone.vocabulary_size < len(read_vocab(vocab_file)):
         raise InputError(f"--vocab_file={vocab_file}: larger than the encoder's vocabulary "
@@ -105,8 +109,6 @@ def _make_encoder(config, data_config, vocab_file, do_lower_case):
 
 def _trim(features):
     """Drops the all-padding columns of a batch (the records are padded to max_seq_length)."""
-    import tensorflow as tf
-
     length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], -1)), 2)
     out = dict(features)
     for k in ("input_ids", "input_mask", "segment_ids"):
@@ -123,14 +125,10 @@ class PretrainingKind(TaskKind):
 
 
 def make_trainer_class():
-    from kerasbert.training.loop import Trainer
-
     class PretrainingTrainer(Trainer):
         """kerasbert's Trainer with the pre-training objective as its loss."""
 
         def _loss_and_gradients(self, inputs, labels, variables, scale, global_batch_size):
-            import tensorflow as tf
-
             with tf.GradientTape() as tape:
                 outputs = self.model(inputs, training=True)
                 stats = objectives.statistics(self.model.objective, inputs, outputs)
@@ -143,8 +141,6 @@ def make_trainer_class():
             return loss, tape.gradient(scaled, variables), tf.constant(0.0)
 
         def evaluate(self, dataset, max_steps):
-            import tensorflow as tf
-
             @tf.function(reduce_retracing=True)
             def step(inputs):
                 def replica(inputs):
@@ -169,13 +165,6 @@ def make_trainer_class():
 
 def run_pretraining(config, show_progress=None):
     """Pre-trains and writes the output folder; returns the held-out metrics (a dict)."""
-    import keras
-
-    from kerasbert import distribute
-    from kerasbert.model import checkpoints
-    from kerasbert.training.loop import Timer
-    from kerasbert.training.optimization import create_optimizer
-
     config.check()
     files = data_lib.expand_files(config.input_file)
     data_dir, data_config = _data_config(files)
@@ -230,7 +219,6 @@ def run_pretraining(config, show_progress=None):
             metrics.update({f"heldout_{k}": v for k, v in heldout_metrics.items()},
                            heldout_batches=steps)
         checkpoints.save_encoder(backbone, vocab_file, do_lower_case, config.output_dir)
-        from kerasbert.training.checkpointing import save_weights_atomically
 
         save_weights_atomically(model, os.path.join(config.output_dir, "pretraining.weights.h5"))
         write_history(run_folder.path(config.output_dir, run_folder.HISTORY), history)

@@ -1,7 +1,6 @@
 """BIMPM heads: pair splitting, the four matching strategies against the paper's definitions,
 masking, training, config and flags."""
 
-import os
 
 import keras
 import numpy as np

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasbert.heads.span import PADDING_LOGIT, SpanHead, build_span_head, head_spec
+from kerasbert import plugins
+from kerasbert.heads.span import PADDING_LOGIT, SpanHead, build_span_head
 from kerasbert.hookspecs import HeadContext
 from kerasbert.model.task_model import TaskModel
 from kerasbert.tasks import base
@@ -86,6 +87,6 @@ def test_weights_save_and_load(model, tmp_path):
 
 
 def test_head_spec():
-    spec = head_spec()
+    spec = plugins.registry().head("span")
     assert spec.name == "span" and tuple(spec.kinds) == (base.SPAN,)
     assert isinstance(spec.build(context()), SpanHead)
