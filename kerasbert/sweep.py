@@ -23,7 +23,7 @@ import statistics
 from kerasbert import plugins, report, run_folder
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
-from kerasbert.export.saved_model import export_run
+from kerasbert.export import saved_model
 from kerasbert.io_utils import atomic_write_json
 from kerasbert.metrics import finite_value, higher_is_better
 
@@ -221,7 +221,7 @@ def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, l
         log(f"kerasbert: the best run {best} was pruned by an earlier sweep over other "
             "learning rates; its weights are gone (rerun it alone to get them)")
     elif best and export_dir:
-        path = export_run(os.path.join(base.output_dir, RUNS, best), export_dir,
+        path = saved_model.export_run(os.path.join(base.output_dir, RUNS, best), export_dir,
                           registry=registry)
         log(f"kerasbert: SavedModel of the best run in {path}")
     report_path = run_folder.path(base.output_dir, run_folder.REPORT)

@@ -21,6 +21,7 @@ from kerasbert import plugins
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.export import saved_model
+from kerasbert.kinds.span import null_threshold
 from kerasbert.tasks.conll import Sentence
 from kerasbert.tasks.squad import SquadExample
 
@@ -47,7 +48,7 @@ def _span_inputs(task):
 def _span_reference(run, questions, contexts):
     examples = [SquadExample(guid=f"q{i}", text_a=q, text_b=c, qas_id=f"q{i}")
                 for i, (q, c) in enumerate(zip(questions, contexts))]
-    run.task.configure(null_score_diff_threshold=saved_model.null_threshold(run))
+    run.task.configure(null_score_diff_threshold=null_threshold(run))
     features = run.task.featurize(examples, run.tokenizer, run.config.max_seq_length)
     outputs = np.asarray(run.model(features.inputs, training=False))
     decoded = run.task.decode(outputs, features)
@@ -157,7 +158,7 @@ def test_served_answers_equal_the_runs_own_decoder(exported, served, name):
     if name == "squad_v2":
         odds = [decoded.null_odds[i] for i in ids]
         np.testing.assert_allclose(out["null_odds"], odds, rtol=1e-6, atol=1e-5)
-        threshold = saved_model.null_threshold(e.run)
+        threshold = null_threshold(e.run)
         assert [a == "" for a in out["answer"]] == [
             o > threshold or not decoded.best_non_null[i] for o, i in zip(odds, ids)]
 
