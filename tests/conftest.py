@@ -11,7 +11,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 def uncased_vocab():
     """BERT's uncased WordPiece vocabulary (30,522 pieces) as the MiniLM package ships it;
     the README's test command installs that package (--no-deps, weights and vocab only)."""
-    from kerasbert.model.checkpoints import VOCAB, default_checkpoint
+    from kerasbert.model.encoders import VOCAB, default_checkpoint
 
     folder = default_checkpoint()
     if folder is None:

@@ -4,7 +4,7 @@ fails with one InputError naming the file and line (or the flag), and writes not
 Covered elsewhere: bad rows, labels outside the label set, non-UTF-8 bytes, empty and
 header-only files (tests/tasks/*), SQuAD answers outside their context
 (tests/tasks/test_squad.py), CoNLL tag errors (tests/tasks/test_conll.py), checkpoint shapes
-(tests/model/test_checkpoints.py), contradictory flags (tests/test_config.py,
+(tests/model/test_encoders.py), contradictory flags (tests/test_config.py,
 tests/test_main.py), the CLI's one line and exit 2 (tests/test_main.py).
 """
 
@@ -20,7 +20,7 @@ from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
-from kerasbert.model import checkpoints
+from kerasbert.model import encoders
 from kerasbert.tasks import conll, glue, squad, swag
 
 SAMPLES = os.path.join(os.path.dirname(kerasbert.__file__), "data", "samples")
@@ -76,7 +76,7 @@ def test_mixed_label_types(tmp_path, label):
 
 
 def test_vocabulary_larger_than_the_checkpoint(tmp_path):
-    loaded = checkpoints.random_encoder("2/32/2")
+    loaded = encoders.random_encoder("2/32/2")
     vocab = tmp_path / "vocab.txt"
     with open(loaded.vocab_file, encoding="utf-8") as f:
         words = f.read().splitlines()

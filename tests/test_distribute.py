@@ -70,15 +70,15 @@ WORKER = """
     import sys
     import numpy as np
     from kerasbert import main
-    from kerasbert.training import checkpointing
+    from kerasbert.training import run_state
 
-    save = checkpointing.save_weights_atomically
+    save = run_state.save_weights_atomically
 
     def save_and_dump(model, path):  # the final weights, also from the non-chief worker
         np.savez(sys.argv[1], *[w.numpy() for w in model.weights])
         save(model, path)
 
-    checkpointing.save_weights_atomically = save_and_dump
+    run_state.save_weights_atomically = save_and_dump
     sys.argv = ["kerasbert", *sys.argv[2:]]
     main.run()
 """

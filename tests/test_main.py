@@ -79,7 +79,7 @@ def test_ner_fine_tuning_writes_one_tag_per_word(tmp_path):
 
 
 def test_feature_based_ner_keeps_the_encoder_frozen(tmp_path):
-    from kerasbert.model import checkpoints
+    from kerasbert.model import encoders
 
     metrics, out = _run(tmp_path, "conll2003", head="feature_bilstm", max_train_examples=16,
                         max_eval_examples=8, learning_rate=1e-2,
@@ -87,8 +87,8 @@ def test_feature_based_ner_keeps_the_encoder_frozen(tmp_path):
                                       "feature_bilstm_lstm_units": 8})
     assert "f1" in metrics
     # The encoder saved after training equals a fresh one from the same seed.
-    trained = checkpoints.load_encoder(str(out)).backbone
-    fresh = checkpoints.random_encoder("2/32/2", seed=1).backbone
+    trained = encoders.load_encoder(str(out)).backbone
+    fresh = encoders.random_encoder("2/32/2", seed=1).backbone
     for a, b in zip(trained.weights, fresh.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -238,21 +238,21 @@ def test_cli_full_run_on_a_tiny_model(tmp_path):
 
 
 def test_a_run_stopped_after_an_epoch_resumes_and_ends_the_same(tmp_path, monkeypatch):
-    from kerasbert.training import checkpointing
+    from kerasbert.training import run_state
 
     kwargs = dict(max_train_examples=32, num_train_epochs=2.0, learning_rate=1e-3)
     reference, straight = _run(tmp_path, "sst2", name="straight", **kwargs)
 
-    original_save = checkpointing.RunState.save
+    original_save = run_state.RunState.save
 
     def save_then_die(self, *args):
         original_save(self, *args)
         raise KeyboardInterrupt  # as if killed right after the first epoch's checkpoint
 
-    monkeypatch.setattr(checkpointing.RunState, "save", save_then_die)
+    monkeypatch.setattr(run_state.RunState, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path, "sst2", name="resumed", **kwargs)
-    monkeypatch.setattr(checkpointing.RunState, "save", original_save)
+    monkeypatch.setattr(run_state.RunState, "save", original_save)
     assert not (tmp_path / "resumed" / "metrics.json").exists()
     resumed, out = _run(tmp_path, "sst2", name="resumed", **kwargs)
     rows = list(csv.DictReader(open(out / "history.csv")))

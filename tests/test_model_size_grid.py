@@ -41,10 +41,10 @@ def test_plan_expands_the_paper_grid_and_takes_checkpoint_folders(tmp_path):
 
 
 def test_parameter_count_is_bert_s_formula(tmp_path):
-    from kerasbert.model import checkpoints
+    from kerasbert.model import encoders
 
-    encoder = checkpoints.random_encoder("3/48/4", max_position=64)
-    checkpoints.save_encoder(encoder.backbone, encoder.vocab_file, True, str(tmp_path))
+    encoder = encoders.random_encoder("3/48/4", max_position=64)
+    encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(tmp_path))
     layers, hidden, heads, parameters = TOOL.encoder_shape_and_parameters(str(tmp_path))
     vocab, positions, h = 30522, 64, 48
     embeddings = (vocab + positions + 2) * h + 2 * h  # token, position, segment, LayerNorm
@@ -56,11 +56,11 @@ def test_parameter_count_is_bert_s_formula(tmp_path):
 
 @pytest.mark.large
 def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
-    from kerasbert.model import checkpoints
+    from kerasbert.model import encoders
 
     given = tmp_path / "pretrained"
-    encoder = checkpoints.random_encoder("2/48/2", max_position=64, seed=0)
-    checkpoints.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
+    encoder = encoders.random_encoder("2/48/2", max_position=64, seed=0)
+    encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
     out = tmp_path / "grid"
     args = [sys.executable, os.path.join(ROOT, "tools", "model_size_grid.py"), "--task=rte",
             "--sizes=2/32/2,4/32/2," + str(given), "--max_seq_length=32",

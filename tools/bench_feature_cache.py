@@ -28,15 +28,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def load(args):
     from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.model import checkpoints
+    from kerasbert.model import encoders
     from kerasbert.tasks.conll import TASK
 
-    folder = args.checkpoint or (None if args.model_size else checkpoints.default_checkpoint())
+    folder = args.checkpoint or (None if args.model_size else encoders.default_checkpoint())
     if folder:
-        encoder = checkpoints.load_encoder(folder)
+        encoder = encoders.load_encoder(folder)
         name = os.path.basename(os.path.dirname(folder.rstrip("/"))) or folder
     else:
-        encoder = checkpoints.random_encoder(args.model_size or "tiny", seed=0)
+        encoder = encoders.random_encoder(args.model_size or "tiny", seed=0)
         name = f"random {args.model_size or 'tiny'}"
     tokenizer = WordPieceTokenizer(encoder.vocab_file, encoder.do_lower_case)
     examples = TASK.read_examples(args.data_dir or TASK.sample_dir(), "train")[: args.limit]

@@ -28,11 +28,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def build(args):
     from kerasbert import plugins
     from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.model import builder, checkpoints
+    from kerasbert.model import builder, encoders
 
     registry = plugins.registry()
     task = registry.task(args.task)
-    encoder = checkpoints.random_encoder(args.model_size, seed=0)
+    encoder = encoders.random_encoder(args.model_size, seed=0)
     tokenizer = WordPieceTokenizer(encoder.vocab_file, encoder.do_lower_case)
     model = builder.build_task_model(task, registry.head(task.default_head), encoder.backbone,
                                      seed=0, sample_inputs=builder.dummy_inputs(

@@ -49,7 +49,7 @@ def _vocab():
     """BERT's uncased vocabulary when the MiniLM package is installed (the measured runs),
     else the bundled sample vocabulary."""
     sys.path.insert(0, ROOT)
-    from kerasbert.model.checkpoints import default_vocab
+    from kerasbert.model.encoders import default_vocab
 
     return default_vocab()
 

@@ -22,7 +22,7 @@ from kerasbert.data.tokenization import WordPieceTokenizer  # noqa: E402
 from kerasbert.heads.span import PADDING_LOGIT  # noqa: E402
 from kerasbert.tasks import squad  # noqa: E402
 
-from kerasbert.model.checkpoints import default_vocab  # noqa: E402
+from kerasbert.model.encoders import default_vocab  # noqa: E402
 
 VOCAB = default_vocab()  # BERT's uncased vocabulary when the MiniLM package is installed
 

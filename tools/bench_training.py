@@ -74,7 +74,7 @@ def kerasbert_worker(args):
 
     from kerasbert import distribute, plugins
     from kerasbert.data import pipeline
-    from kerasbert.model import builder, checkpoints
+    from kerasbert.model import builder, encoders
     from kerasbert.training import optimization, precision
     from kerasbert.training.loop import Trainer
 
@@ -85,7 +85,7 @@ def kerasbert_worker(args):
     registry = plugins.registry()
     task, head = registry.task("sst2"), registry.head("cls_linear")
     with strategy.scope():
-        encoder = checkpoints.load_encoder(args.checkpoint)
+        encoder = encoders.load_encoder(args.checkpoint)
         model = builder.build_task_model(task, head, encoder.backbone, seed=0)
         model.head.output_dense.kernel.assign(data["head_kernel"])
         model.head.output_dense.bias.assign(data["head_bias"])
@@ -201,7 +201,7 @@ def main():
         return kerasbert_worker(args)
 
     if args.checkpoint is None:
-        from kerasbert.model.checkpoints import default_checkpoint
+        from kerasbert.model.encoders import default_checkpoint
 
         args.checkpoint = default_checkpoint()
         if args.checkpoint is None:

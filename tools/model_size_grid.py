@@ -70,9 +70,9 @@ def plan_grid(base, sizes):
 
 def encoder_shape_and_parameters(run_dir):
     """(L, H, A, parameters) of the encoder a run saved (the fine-tuned one)."""
-    from kerasbert.model import checkpoints
+    from kerasbert.model import encoders
 
-    backbone = checkpoints.load_encoder(run_dir).backbone
+    backbone = encoders.load_encoder(run_dir).backbone
     return (backbone.num_layers, backbone.hidden_dim, backbone.num_heads,
             int(backbone.count_params()))
 

@@ -132,7 +132,8 @@ def analyse(run, modes, ranges, log=_log):
         raise InputError(f"{at(run.trajectory.directory)}the final checkpoint differs from "
                          f"model.weights.h5 (max |Δ| = {gap:.3g}): not the same run")
     theta0 = run.trajectory.start()
-    evaluator = surface.SurfaceEvaluator(run.model, run.task, run.samples, FLAGS.batch_size)
+    evaluator = surface.SurfaceEvaluator(run.model, run.task, run.samples, FLAGS.batch_size,
+                                         kind=run.kind)
     result = {"label": run.label, "steps": run.trajectory.steps}
     log(f"kerasbert: {run.label}: {run.run_dir}, {len(run.trajectory.steps)} checkpoints, "
         f"train sample {len(run.samples['train'].labels)}, dev sample "

@@ -27,6 +27,7 @@ class LandscapeRun:
     model: object
     trajectory: Trajectory
     samples: dict  # {"train": Features, "dev": Features}
+    kind: object = None  # the task's TaskKind, from the registry the run was loaded with
 
 
 def default_label(config):
@@ -79,4 +80,4 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
             raise InputError(f"--data_dir={data_dir}: the {split} split has no labels")
         samples[name] = _sample(features, size, seed)
     return LandscapeRun(run_dir, label or default_label(config), config, task, model,
-                        trajectory, samples)
+                        trajectory, samples, registry.kind_of(task))

@@ -19,8 +19,9 @@ from kerasbert.training.trajectory import model_weights
 class SurfaceEvaluator:
     """Evaluates `model` on fixed samples ({name: Features}, e.g. train and dev)."""
 
-    def __init__(self, model, task, samples, batch_size=128):
-        self.model, self.task, self.kind = model, task, resolve_kind(task.kind)
+    def __init__(self, model, task, samples, batch_size=128, kind=None):
+        self.model, self.task = model, task
+        self.kind = kind or resolve_kind(task.kind)  # the run's registry's, when it gives one
         self.variables = model_weights(model)
         self.samples = samples
         self.batches = {

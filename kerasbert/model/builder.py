@@ -10,7 +10,7 @@ from kerasbert import run_folder
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError, at
 from kerasbert.hookspecs import HeadContext
-from kerasbert.model import checkpoints
+from kerasbert.model import encoders
 from kerasbert.model.task_model import TaskModel
 from kerasbert.plugins import resolve_kind
 
@@ -37,7 +37,7 @@ def dummy_inputs(kind, seq_length=8, batch_size=2, num_choices=2):
 
 
 def build_task_model(task, head_spec, backbone, head_options=None, seed=None,
-                     sample_inputs=None):
+                     sample_inputs=None, kind=None):
     """A `TaskModel` with every weight created (built on `sample_inputs` or zeros).
 
     Call it inside `strategy.scope()` when training under a distribution strategy.
@@ -45,7 +45,7 @@ def build_task_model(task, head_spec, backbone, head_options=None, seed=None,
     check_head_fits(task, head_spec)
     head = head_spec.build(head_context(task, backbone, head_options, seed))
     model = TaskModel(backbone, head)
-    model(dummy_inputs(task.kind) if sample_inputs is None else sample_inputs)
+    model(dummy_inputs(kind or task.kind) if sample_inputs is None else sample_inputs)
     return model
 
 
@@ -54,10 +54,11 @@ def rebuild_trained_model(run_dir, config, task, registry):
     built it: the run's encoder/, head, head options and seed, then model.weights.h5."""
     weights = run_folder.path(run_dir, run_folder.MODEL_WEIGHTS)
     head_spec = registry.head(config.head or task.default_head)
-    encoder = checkpoints.load_encoder(run_dir)
+    encoder = encoders.load_encoder(run_dir)
     tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
     model = build_task_model(task, head_spec, encoder.backbone, config.head_options, config.seed,
-                             sample_inputs=dummy_inputs(task.kind, config.max_seq_length))
+                             sample_inputs=dummy_inputs(registry.kind_of(task),
+                                                        config.max_seq_length))
     try:
         model.load_weights(weights)
     except Exception as e:  # h5py / keras raise many types for a bad or mismatched file

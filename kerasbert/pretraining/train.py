@@ -26,10 +26,10 @@ from kerasbert.data.tokenization import read_vocab
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json, write_history
 from kerasbert.kinds.base import TaskKind
-from kerasbert.model import checkpoints
+from kerasbert.model import encoders
 from kerasbert.pretraining import data as data_lib
 from kerasbert.pretraining import objectives
-from kerasbert.training.checkpointing import save_weights_atomically
+from kerasbert.training.run_state import save_weights_atomically
 from kerasbert.training.loop import Timer, Trainer
 from kerasbert.training.optimization import create_optimizer
 
@@ -86,12 +86,12 @@ def _data_config(files):
 def _make_encoder(config, data_config, vocab_file, do_lower_case):
     causal = config.objective == "ltr"
     if config.init_checkpoint in (None, "", "random"):
-        loaded = checkpoints.random_encoder(
+        loaded = encoders.random_encoder(
             config.model_size, vocab_file=vocab_file, do_lower_case=do_lower_case,
             max_position=config.max_position, dropout=config.dropout, seed=config.seed,
             causal=causal)
     else:
-        loaded = checkpoints.load_encoder(config.init_checkpoint, dropout=config.dropout)
+        loaded = encoders.load_encoder(config.init_checkpoint, dropout=config.dropout)
         if bool(getattr(loaded.backbone, "causal", False)) != causal:
             raise InputError(f"--init_checkpoint={config.init_checkpoint}: a "
                              f"{'causal' if not causal else 'bidirectional'} encoder cannot "
@@ -140,7 +140,7 @@ def make_trainer_class():
                 scaled = loss if scale is None else loss * scale
             return loss, tape.gradient(scaled, variables), tf.constant(0.0)
 
-        def evaluate(self, dataset, max_steps):
+        def heldout_metrics(self, dataset, max_steps):
             @tf.function(reduce_retracing=True)
             def step(inputs):
                 def replica(inputs):
@@ -215,10 +215,10 @@ def run_pretraining(config, show_progress=None):
         if eval_files and config.max_eval_steps:
             eval_ds = data_lib.make_dataset(eval_files, seq, preds, config.eval_batch_size,
                                             False).map(_trim)
-            heldout_metrics, steps = trainer.evaluate(eval_ds, config.max_eval_steps)
+            heldout_metrics, steps = trainer.heldout_metrics(eval_ds, config.max_eval_steps)
             metrics.update({f"heldout_{k}": v for k, v in heldout_metrics.items()},
                            heldout_batches=steps)
-        checkpoints.save_encoder(backbone, vocab_file, do_lower_case, config.output_dir)
+        encoders.save_encoder(backbone, vocab_file, do_lower_case, config.output_dir)
 
         save_weights_atomically(model, os.path.join(config.output_dir, "pretraining.weights.h5"))
         write_history(run_folder.path(config.output_dir, run_folder.HISTORY), history)

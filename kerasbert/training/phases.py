@@ -21,7 +21,7 @@ from kerasbert.errors import TrainingError
 from kerasbert.io_utils import atomic_write_json, read_json_object
 from kerasbert.metrics import improves
 from kerasbert.plugins import resolve_kind
-from kerasbert.training import checkpointing, optimization, precision
+from kerasbert.training import run_state, optimization, precision
 from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
 from kerasbert.training.trajectory import recorder_for
 
@@ -49,10 +49,11 @@ def plan_phases(config):
 class PhaseRunner:
     """Runs the planned phases epoch by epoch: train, evaluate, log, checkpoint, resume."""
 
-    def __init__(self, model, strategy, task, config, train, evaluate, log):
+    def __init__(self, model, strategy, task, config, train, dev_metrics, log, kind=None):
         self.model, self.strategy, self.task, self.config = model, strategy, task, config
-        self.kind = resolve_kind(task.kind)
-        self.train, self.evaluate, self.log = train, evaluate, log
+        self.kind = kind or resolve_kind(task.kind)  # the run's registry's, when it gives one
+        # dev_metrics(trainer) -> the dev metrics of the model as it is now
+        self.train, self.dev_metrics, self.log = train, dev_metrics, log
         self.phases = plan_phases(config)
         # An epoch is one pass over the feature rows: a long SQuAD context or CoNLL sentence
         # gives several rows, and counting examples would leave the last batches untrained.
@@ -73,7 +74,7 @@ class PhaseRunner:
             # but made here so that the run's checkpoints hold it.
             self.loss_scales = ({phase.name: precision.DynamicLossScale() for phase in self.phases}
                                 if model.dtype_policy.compute_dtype == "float16" else {})
-        self.state = checkpointing.RunState(config.output_dir, model, self.optimizers,
+        self.state = run_state.RunState(config.output_dir, model, self.optimizers,
                                             self.loss_scales)
         self.best_head_path = os.path.join(self.state.directory, run_folder.BEST_HEAD)
         self.phase_metrics_path = os.path.join(self.state.directory, run_folder.PHASE_METRICS)
@@ -101,7 +102,7 @@ class PhaseRunner:
                      f"{where}, from {self.state.restored_from}")
             history = self._history_until(position)
             run_folder.write_run_history(self.config.output_dir, history)
-            checkpointing.trim_event_files(self.tensorboard_dir, self._global_step(position.phase))
+            run_state.trim_event_files(self.tensorboard_dir, self._global_step(position.phase))
             if os.path.exists(self.phase_metrics_path):
                 per_phase = read_json_object(self.phase_metrics_path)
         self.writer = tf.summary.create_file_writer(self.tensorboard_dir)
@@ -110,7 +111,7 @@ class PhaseRunner:
             self.trajectory.start()  # θ0, before the first step (kept across a resume)
         for index in range(position.phase, len(self.phases)):
             phase = self.phases[index]
-            start = position if index == position.phase else checkpointing.Position(phase=index)
+            start = position if index == position.phase else run_state.Position(phase=index)
             try:
                 metrics = self._run_phase(index, phase, start, history)
             except TrainingError as e:  # NaN: say what is kept and what to try
@@ -176,7 +177,7 @@ class PhaseRunner:
             # The epoch runs in pieces that end on multiples of --save_checkpoints_steps;
             # after each, a checkpoint records how far it got. A resumed epoch skips the
             # batches already trained on (same seed, same order) and sums on from there.
-            part = start if epoch == start.epoch else checkpointing.Position()
+            part = start if epoch == start.epoch else run_state.Position()
             done, loss_sum, correct, seen = part.step, part.loss_sum, part.correct, part.seen
             while done < steps:
                 count = steps - done
@@ -190,12 +191,12 @@ class PhaseRunner:
                 done += count
                 if done < steps:
                     self.writer.flush()
-                    self.state.save(index, epoch, checkpointing.Position(
+                    self.state.save(index, epoch, run_state.Position(
                         step=done, loss_sum=loss_sum, correct=correct, seen=seen,
                         best=best, since_best=since_best))
             train_loss = loss_sum / max(done, 1)
             train_accuracy = correct / max(seen, 1) if self.kind.has_accuracy else None
-            metrics = self.evaluate(trainer) if config.do_eval else {}
+            metrics = self.dev_metrics(trainer) if config.do_eval else {}
             row = {"phase": phase.name, "epoch": epoch + 1,
                    "step": step_offset + int(optimizer.iterations.numpy()),
                    "train_loss": round(train_loss, 6),
@@ -220,19 +221,19 @@ class PhaseRunner:
             if phase.patience is not None and main_metric in metrics:
                 if improves(main_metric, metrics[main_metric], best):
                     best, since_best = metrics[main_metric], 0
-                    checkpointing.save_layer_weights(self.model.head, self.best_head_path)
+                    run_state.save_layer_weights(self.model.head, self.best_head_path)
                 else:
                     since_best += 1
                     stop = since_best >= phase.patience
-            self.state.save(index, epoch + 1, checkpointing.Position(best=best,
+            self.state.save(index, epoch + 1, run_state.Position(best=best,
                                                                      since_best=since_best))
             if stop:
                 self.log(f"kerasbert: {phase.name}: no {main_metric} gain for {phase.patience} "
                          f"epochs; restoring the best head (dev {main_metric}={best:.4f})")
                 break
         if phase.patience is not None and os.path.exists(self.best_head_path):
-            checkpointing.load_layer_weights(self.model.head, self.best_head_path)
-            metrics = self.evaluate(trainer) if config.do_eval else metrics
+            run_state.load_layer_weights(self.model.head, self.best_head_path)
+            metrics = self.dev_metrics(trainer) if config.do_eval else metrics
         elif not metrics and config.do_eval:  # resumed after the last epoch's checkpoint
-            metrics = self.evaluate(trainer)
+            metrics = self.dev_metrics(trainer)
         return metrics

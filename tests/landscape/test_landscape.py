@@ -16,7 +16,7 @@ from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 from kerasbert.landscape import cli, directions, layers, surface
 from kerasbert.landscape import run as landscape_run
-from kerasbert.model import checkpoints
+from kerasbert.model import encoders
 from kerasbert.training.trajectory import Trajectory, assign, snapshot
 
 TINY = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
@@ -49,7 +49,7 @@ def test_trajectory_starts_before_the_first_step_and_ends_at_the_saved_model(run
     # θ1 is what model.weights.h5 holds; θ0's encoder is the untrained random encoder.
     for saved, loaded in zip(trajectory.final(), snapshot(run.model), strict=True):
         np.testing.assert_array_equal(saved, loaded)
-    fresh = checkpoints.random_encoder("2/32/2", seed=3).backbone.weights
+    fresh = encoders.random_encoder("2/32/2", seed=3).backbone.weights
     theta0 = trajectory.start()
     for saved, initial in zip(theta0[:_backbone_count(run.model)], fresh, strict=True):
         np.testing.assert_array_equal(saved, initial.numpy())

@@ -8,8 +8,8 @@ import pytest
 
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
-from kerasbert.model import checkpoints
-from kerasbert.training import checkpointing
+from kerasbert.model import encoders
+from kerasbert.training import run_state
 from kerasbert.training.phases import plan_phases
 
 TINY = dict(task="sst2", init_checkpoint="random", model_size="2/32/2", max_seq_length=32,
@@ -33,29 +33,29 @@ def test_phase_plans_for_the_three_strategies(tmp_path):
 
 
 def _encoder_weights(path):
-    return [w.numpy() for w in checkpoints.load_encoder(path).backbone.weights]
+    return [w.numpy() for w in encoders.load_encoder(path).backbone.weights]
 
 
 def test_frozen_phase_leaves_the_encoder_bit_identical(tmp_path):
     run_lib.execute(_config(tmp_path, frozen_epochs=2.0, num_train_epochs=0.0))
-    fresh = [w.numpy() for w in checkpoints.random_encoder("2/32/2", seed=3).backbone.weights]
+    fresh = [w.numpy() for w in encoders.random_encoder("2/32/2", seed=3).backbone.weights]
     for trained, initial in zip(_encoder_weights(str(tmp_path / "run")), fresh):
         np.testing.assert_array_equal(trained, initial)
 
 
 def test_stack_and_finetune_moves_the_encoder_only_in_phase_two(tmp_path, monkeypatch):
     snapshots = {}
-    original_save = checkpointing.RunState.save
+    original_save = run_state.RunState.save
 
     def save(self, phase, epochs, *rest):
         original_save(self, phase, epochs, *rest)
         snapshots[(phase, epochs)] = [v.numpy().copy() for v in
                                       self.checkpoint.model.backbone.weights]
 
-    monkeypatch.setattr(checkpointing.RunState, "save", save)
+    monkeypatch.setattr(run_state.RunState, "save", save)
     metrics = run_lib.execute(_config(tmp_path, frozen_epochs=1.0, num_train_epochs=1.0,
                                        learning_rate=1e-3))
-    fresh = [w.numpy() for w in checkpoints.random_encoder("2/32/2", seed=3).backbone.weights]
+    fresh = [w.numpy() for w in encoders.random_encoder("2/32/2", seed=3).backbone.weights]
     after_frozen = snapshots[(1, 0)]  # phase 0 complete
     after_finetune = snapshots[(2, 0)]
     assert all(np.array_equal(a, b) for a, b in zip(after_frozen, fresh))
@@ -92,17 +92,17 @@ def test_early_stopping_keeps_the_best_head(tmp_path, monkeypatch):
 def test_resume_across_the_phase_boundary(tmp_path, monkeypatch):
     kwargs = dict(frozen_epochs=1.0, num_train_epochs=2.0, learning_rate=1e-3)
     reference = run_lib.execute(_config(tmp_path, "straight", **kwargs))
-    original_save = checkpointing.RunState.save
+    original_save = run_state.RunState.save
 
     def die_in_phase_two(self, phase, epochs, *rest):
         original_save(self, phase, epochs, *rest)
         if (phase, epochs) == (1, 1):  # first epoch of fine-tuning saved
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(checkpointing.RunState, "save", die_in_phase_two)
+    monkeypatch.setattr(run_state.RunState, "save", die_in_phase_two)
     with pytest.raises(KeyboardInterrupt):
         run_lib.execute(_config(tmp_path, "resumed", **kwargs))
-    monkeypatch.setattr(checkpointing.RunState, "save", original_save)
+    monkeypatch.setattr(run_state.RunState, "save", original_save)
     resumed = run_lib.execute(_config(tmp_path, "resumed", **kwargs))
     rows = list(csv.DictReader(open(tmp_path / "resumed" / "history.csv")))
     straight = list(csv.DictReader(open(tmp_path / "straight" / "history.csv")))

@@ -18,7 +18,7 @@ from kerasbert import faults, run_folder
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError, TrainingError
-from kerasbert.training import checkpointing
+from kerasbert.training import run_state
 
 # 32 examples / batch 8 = 4 steps an epoch, 2 epochs, a checkpoint after every step.
 RUN = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
@@ -79,9 +79,9 @@ def test_mid_epoch_kill_and_torn_checkpoint_resume_to_the_same_end(
         run_lib.execute(_config(out))
     monkeypatch.undo()
     state_dir = out / "checkpoints"
-    assert len(glob.glob(str(state_dir / "ckpt-*.index"))) == checkpointing.MAX_TO_KEEP
+    assert len(glob.glob(str(state_dir / "ckpt-*.index"))) == run_state.MAX_TO_KEEP
     newest = tf.train.latest_checkpoint(str(state_dir))
-    checkpointing.tear(newest)  # the step-6 checkpoint, as a crash while writing leaves it
+    run_state.tear(newest)  # the step-6 checkpoint, as a crash while writing leaves it
     capsys.readouterr()
 
     resumed = run_lib.execute(_config(out))
@@ -104,7 +104,7 @@ def _dense_state(tmp_path, units=1):
     model = keras.Sequential([keras.Input([2]), keras.layers.Dense(units)])
     optimizer = keras.optimizers.Adam()
     optimizer.build(model.trainable_variables)
-    return checkpointing.RunState(str(tmp_path), model, {"finetune": optimizer})
+    return run_state.RunState(str(tmp_path), model, {"finetune": optimizer})
 
 
 def test_restore_with_no_whole_checkpoint_starts_from_the_beginning(tmp_path):
@@ -112,11 +112,11 @@ def test_restore_with_no_whole_checkpoint_starts_from_the_beginning(tmp_path):
     state.save(0, 1)
     state.save(0, 2)
     for prefix in state.candidates():
-        checkpointing.tear(prefix)
+        run_state.tear(prefix)
     messages = []
-    fresh = checkpointing.RunState(str(tmp_path), state.model,
+    fresh = run_state.RunState(str(tmp_path), state.model,
                                    {"finetune": state.optimizers[0]})
-    assert fresh.restore(messages.append) == checkpointing.Position()
+    assert fresh.restore(messages.append) == run_state.Position()
     assert len(messages) == 2 and all("is damaged" in m for m in messages)
     assert fresh.restored_from is None
 
@@ -126,7 +126,7 @@ def test_nan_weights_are_never_saved(tmp_path):
     state.save(0, 1)
     good = state.manager.latest_checkpoint
     state.model.layers[0].kernel.assign([[np.nan], [1.0]])
-    with pytest.raises(checkpointing.NonFiniteWeightsError, match="by step 0 .*kernel"):
+    with pytest.raises(run_state.NonFiniteWeightsError, match="by step 0 .*kernel"):
         state.save(0, 2)
     assert state.candidates() == [good]
 

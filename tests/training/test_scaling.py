@@ -14,7 +14,7 @@ from kerasbert import distribute, plugins
 from kerasbert.config import RunConfig
 from kerasbert.data import pipeline
 from kerasbert.errors import InputError
-from kerasbert.model import builder, checkpoints
+from kerasbert.model import builder, encoders
 from kerasbert.training import optimization, precision
 from kerasbert.training.loop import Trainer, pad_to_multiple
 
@@ -40,7 +40,7 @@ def train(strategy=None, policy="none", steps=STEPS, learning_rate=1e-3, **train
     task, head = registry.task("sst2"), registry.head("cls_linear")
     inputs, labels = _data()
     with strategy.scope():
-        encoder = checkpoints.random_encoder("2/32/2", max_position=64, dropout=0.0, seed=3)
+        encoder = encoders.random_encoder("2/32/2", max_position=64, dropout=0.0, seed=3)
         model = builder.build_task_model(task, head, encoder.backbone, seed=3)
         optimizer = optimization.create_optimizer(model.trainable_variables, learning_rate,
                                                   steps, warmup_steps=0)

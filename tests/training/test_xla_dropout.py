@@ -50,7 +50,7 @@ def test_outside_the_context_keras_runs_unchanged():
 def test_the_xla_trainer_traces_dropout_with_threefry_on_cpu(monkeypatch):
     from kerasbert import distribute, plugins
     from kerasbert.data import pipeline
-    from kerasbert.model import builder, checkpoints
+    from kerasbert.model import builder, encoders
     from kerasbert.training import optimization
 
     algorithms = []
@@ -65,7 +65,7 @@ def test_the_xla_trainer_traces_dropout_with_threefry_on_cpu(monkeypatch):
     registry = plugins.registry()
     task, head = registry.task("sst2"), registry.head("cls_linear")
     with strategy.scope():
-        encoder = checkpoints.random_encoder("2/32/2", max_position=64, dropout=0.1, seed=0)
+        encoder = encoders.random_encoder("2/32/2", max_position=64, dropout=0.1, seed=0)
         model = builder.build_task_model(task, head, encoder.backbone, seed=0)
         optimizer = optimization.create_optimizer(model.trainable_variables, 1e-3, 4,
                                                   warmup_steps=0)

@@ -100,7 +100,7 @@ def test_serving_encodes_one_text_as_training_does(uncased_tokenizer):
 @pytest.fixture(scope="module")
 def uncased_tokenizer():
     from kerasbert.data.tokenization import WordPieceTokenizer
-    from kerasbert.model.checkpoints import default_vocab
+    from kerasbert.model.encoders import default_vocab
 
     return WordPieceTokenizer(default_vocab(), do_lower_case=True)
 

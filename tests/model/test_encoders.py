@@ -15,13 +15,13 @@ from scipy.special import erf
 
 from kerasbert.data.tokenization import WordPieceTokenizer, read_vocab
 from kerasbert.errors import InputError
-from kerasbert.model import checkpoints
+from kerasbert.model import encoders
 from kerasbert.model.backbone import BertEncoder
 from kerasbert.model.backbone import random_backbone
-from kerasbert.model.checkpoints import default_checkpoint
-from kerasbert.model.checkpoints import load_encoder
-from kerasbert.model.checkpoints import random_encoder
-from kerasbert.model.checkpoints import save_encoder
+from kerasbert.model.encoders import default_checkpoint
+from kerasbert.model.encoders import load_encoder
+from kerasbert.model.encoders import random_encoder
+from kerasbert.model.encoders import save_encoder
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -385,10 +385,10 @@ def test_random_encoder_vocab_is_bert_uncased_else_the_sample_vocab(monkeypatch,
     loaded = random_encoder("1/16/2", max_position=16, seed=0)
     assert loaded.source == "random" and loaded.do_lower_case is True
     assert loaded.vocab_file == uncased_vocab and loaded.backbone.vocabulary_size == 30522
-    monkeypatch.setattr(checkpoints, "default_checkpoint", lambda: None)  # no MiniLM package
+    monkeypatch.setattr(encoders, "default_checkpoint", lambda: None)  # no MiniLM package
     loaded = random_encoder("1/16/2", max_position=16, seed=0)
-    assert loaded.vocab_file == checkpoints.SAMPLE_VOCAB and loaded.do_lower_case is True
-    assert loaded.backbone.vocabulary_size == len(read_vocab(checkpoints.SAMPLE_VOCAB))
+    assert loaded.vocab_file == encoders.SAMPLE_VOCAB and loaded.do_lower_case is True
+    assert loaded.backbone.vocabulary_size == len(read_vocab(encoders.SAMPLE_VOCAB))
 
 
 def test_sample_vocab_is_what_the_tool_learns_from_the_samples(tmp_path):
@@ -397,7 +397,7 @@ def test_sample_vocab_is_what_the_tool_learns_from_the_samples(tmp_path):
     out = tmp_path / "vocab.txt"
     subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_sample_vocab.py"),
                     f"--out={out}"], check=True, capture_output=True, cwd=REPO)
-    assert out.read_bytes() == open(checkpoints.SAMPLE_VOCAB, "rb").read()
+    assert out.read_bytes() == open(encoders.SAMPLE_VOCAB, "rb").read()
     vocab = read_vocab(str(out))
     assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) > 1000
     tokenizer = WordPieceTokenizer(str(out), do_lower_case=True)
