@@ -1,7 +1,13 @@
-"""The plugin contract: what a head or task plugin may provide.
+"""The plugin contract: the task kinds, heads and tasks a plugin may provide.
 
-kerasbert's own heads and tasks register through these hooks exactly like third-party
-packages do. A third-party distribution declares an entry point in the group
+    kerasbert_kinds   TaskKind objects (kerasbert/kinds/base.py): loss, label layout,
+                      landscape and serving of every task of a kind
+    kerasbert_heads   HeadSpec: a named head and the kinds it serves
+    kerasbert_tasks   Task objects (kerasbert/tasks/base.py): files, features, metrics
+    kerasbert_define_flags   a plugin's own absl flags
+
+kerasbert's own kinds, heads and tasks register through these hooks exactly like
+third-party packages do. A third-party distribution declares an entry point in the group
 `kerasbert.plugins` pointing at a module (or object) with `@hookimpl` functions:
 
     [options.entry_points]
