@@ -19,10 +19,10 @@ import time
 from absl import app
 
 from kerasbert import main as kb_main
-from kerasbert import plugins
+from kerasbert import plugins, run_folder
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
-from kerasbert.io_utils import atomic_write_text, read_history
+from kerasbert.io_utils import atomic_write_text
 
 FLAGS = kb_main.FLAGS
 
@@ -63,7 +63,6 @@ def run_variant(variant):
 def main(argv):
     if FLAGS.bench_variant:
         return run_variant(FLAGS.bench_variant)
-    import json
     import subprocess
 
     task = plugins.registry().task(FLAGS.task)
@@ -75,9 +74,8 @@ def main(argv):
                         f"--bench_variant={variant}", f"--output_dir={out}",
                         "--overwrite_output_dir"], check=True)
         wall = time.perf_counter() - started
-        with open(os.path.join(out, "metrics.json")) as f:
-            metrics = json.load(f)
-        last = read_history(os.path.join(out, "history.csv"))[-1]
+        metrics = run_folder.read_metrics(out)
+        last = run_folder.read_run_history(out)[-1]
         rows.append((name, wall, float(last["seconds"]), metrics[task.main_metric],
                      float(last["train_loss"])))
     m = task.main_metric

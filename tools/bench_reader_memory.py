@@ -33,7 +33,6 @@ train_memory and train_stream modes, no epoch_stream.
 """
 
 import argparse
-import csv
 import json
 import os
 import random
@@ -154,6 +153,7 @@ def measure_training(mode, path, rows, shuffle_buffer_size, steps=5, task="sst2"
     import tempfile
 
     from kerasbert import run as run_lib
+    from kerasbert import run_folder
     from kerasbert.config import RunConfig
     from kerasbert.data import pipeline, streaming  # noqa: F401  (imported before the baseline)
 
@@ -169,8 +169,7 @@ def measure_training(mode, path, rows, shuffle_buffer_size, steps=5, task="sst2"
     base = reset_peak()
     try:
         run_lib.execute(config)
-        with open(os.path.join(out, "run", "history.csv")) as f:
-            trained_steps = int(list(csv.DictReader(f))[-1]["step"])
+        trained_steps = int(run_folder.read_run_history(os.path.join(out, "run"))[-1]["step"])
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return {"mode": mode, "task": task, "rows": rows,

@@ -18,10 +18,10 @@ import sys
 from absl import app
 
 from kerasbert import main as kb_main
-from kerasbert import plugins
+from kerasbert import plugins, run_folder
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
-from kerasbert.io_utils import atomic_write_text, read_history
+from kerasbert.io_utils import atomic_write_text
 
 FLAGS = kb_main.FLAGS
 STRATEGIES = {  # name -> (uses the frozen phase, uses the fine-tuning phase)
@@ -45,7 +45,7 @@ def main(argv):
             frozen_epochs=frozen_epochs if frozen else 0.0,
             num_train_epochs=finetune_epochs if finetune else 0.0)
         metrics = run_lib.execute(config)
-        history = read_history(os.path.join(out, "history.csv"))
+        history = run_folder.read_run_history(out)
         curves[name] = history
         best = max(float(r[f"dev_{task.main_metric}"]) for r in history)
         rows.append((name, metrics[task.main_metric], best,

@@ -26,11 +26,11 @@ import sys
 from absl import app, flags
 
 from kerasbert import main as kb_main
-from kerasbert import plugins
+from kerasbert import plugins, run_folder
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
-from kerasbert.io_utils import atomic_write_text, read_history, read_json_object
+from kerasbert.io_utils import atomic_write_text
 
 FLAGS = kb_main.FLAGS
 PAPER_SIZES = ["3/768/12", "6/768/3", "6/768/12", "12/768/12", "12/1024/16", "24/1024/16"]
@@ -87,14 +87,14 @@ def main(argv):
     metric = task.main_metric
     rows = []
     for label, config in plan_grid(base, FLAGS.sizes):
-        if os.path.isfile(os.path.join(config.output_dir, "metrics.json")):
+        if run_folder.is_finished(config.output_dir):
             print(f"model_size_grid: {label}: finished before, skipped", flush=True)
-            metrics = read_json_object(os.path.join(config.output_dir, "metrics.json"))
+            metrics = run_folder.read_metrics(config.output_dir)
         else:
             print(f"model_size_grid: {label} ({config.init_checkpoint})", flush=True)
             metrics = run_lib.execute(config, registry)
         layers, hidden, heads, parameters = encoder_shape_and_parameters(config.output_dir)
-        history = read_history(os.path.join(config.output_dir, "history.csv"))
+        history = run_folder.read_run_history(config.output_dir)
         rows.append({"size": f"{layers}/{hidden}/{heads}", "init": (
             "random" if config.init_checkpoint == "random" else label),
             "parameters": parameters, "value": metrics.get(metric),

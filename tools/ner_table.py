@@ -18,9 +18,10 @@ from absl import app
 
 from kerasbert import main as kb_main
 from kerasbert import run as run_lib
+from kerasbert import run_folder
 from kerasbert.config import RunConfig
 from kerasbert.heads.feature_bilstm import LAYER_CHOICES
-from kerasbert.io_utils import atomic_write_text, read_history
+from kerasbert.io_utils import atomic_write_text
 
 FLAGS = kb_main.FLAGS
 ROWS = [("Fine-tuning", "tagger", None)] + [
@@ -38,7 +39,7 @@ def main(argv):
             base, head=head, output_dir=out, overwrite_output_dir=True, head_options=options,
             learning_rate=base.learning_rate if layers is None else base.frozen_learning_rate)
         metrics = run_lib.execute(config)
-        seconds = read_history(os.path.join(out, "history.csv"))[-1]["seconds"]
+        seconds = run_folder.read_run_history(out)[-1]["seconds"]
         lines.append(f"| {label} | {100 * metrics['f1']:.1f} | {seconds} |")
         atomic_write_text(os.path.join(base.output_dir, "table.md"), "\n".join(lines) + "\n")
     sys.stdout.write("\n".join(lines) + "\n")

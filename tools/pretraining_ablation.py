@@ -23,11 +23,12 @@ real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
+
+from kerasbert import run_folder  # light: no TensorFlow
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLUE_FOLDERS = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA",
@@ -101,9 +102,8 @@ def pretrain(args, files, objective):
     from kerasbert.pretraining.train import PretrainConfig, run_pretraining
 
     out = os.path.join(args.work_dir, f"pretrained_{objective}")
-    if os.path.exists(os.path.join(out, "metrics.json")):
-        with open(os.path.join(out, "metrics.json")) as f:
-            return json.load(f), out
+    if run_folder.is_finished(out):
+        return run_folder.read_metrics(out), out
     config = PretrainConfig(
         input_file=files["nsp" if objective == "bert" else "contiguous"], output_dir=out,
         objective=objective, model_size=args.model_size, train_batch_size=args.train_batch_size,
@@ -118,9 +118,8 @@ def finetune(args, task, encoder, head, out):
     from kerasbert.config import RunConfig
     from kerasbert.run import execute
 
-    if os.path.exists(os.path.join(out, "metrics.json")):
-        with open(os.path.join(out, "metrics.json")) as f:
-            return json.load(f)
+    if run_folder.is_finished(out):
+        return run_folder.read_metrics(out)
     values = {
         "task": task, "output_dir": out, "overwrite_output_dir": True,
         "init_checkpoint": encoder or "random", "model_size": args.model_size,
