@@ -16,7 +16,7 @@ Both also work on a bidirectional encoder.
 import keras
 from keras import ops
 
-from kerasbert.heads.span import PADDING_LOGIT
+from kerasbert.tasks.base import PADDING_LOGIT
 from kerasbert.tasks import base
 
 

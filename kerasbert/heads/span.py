@@ -12,9 +12,7 @@ import keras
 from keras import ops
 
 from kerasbert.tasks import base
-
-# exp(-1e4) underflows to 0 in float32, yet the value stays finite in any loss.
-PADDING_LOGIT = -10000.0
+from kerasbert.tasks.base import PADDING_LOGIT
 
 
 class SpanHead(keras.layers.Layer):

@@ -7,9 +7,12 @@ fit it). Tasks are registered through the same plugin hook third parties use
 """
 
 import dataclasses
+import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from kerasbert.errors import InputError, at
 
 # Task kinds: a head declares the kinds it can serve, the training loop picks the loss.
 # The model's outputs and the labels of Features, per kind:
@@ -19,6 +22,43 @@ MULTIPLE_CHOICE = "multiple_choice"  # inputs [batch, choices, seq]; logits [bat
 #                                      labels int32 [batch]
 SPAN = "span"  # outputs [batch, seq, 2] start/end logits; labels int32 [batch, 2]
 TAGGING = "tagging"  # outputs [batch, seq, num_labels]; labels int32 [batch, seq], -1 = ignored
+
+# The logit of positions that are not there (padding, and per-token outputs of batches
+# trimmed shorter, padded back): exp(-1e4) underflows to 0 in float32, so no softmax or
+# decoder picks it, yet it stays finite in any loss.
+PADDING_LOGIT = -10000.0
+
+SAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "data", "samples")
+
+
+def bundled_sample(*parts: str) -> str:
+    """A bundled sample's folder, `kerasbert/data/samples/<parts>` (what `sample_dir` gives)."""
+    return os.path.join(SAMPLES_DIR, *parts)
+
+
+def split_file(data_dir: str, *names: str) -> str:
+    """`<data_dir>/<name>` for the first of `names` that is a file (a split's official file;
+    a name may hold folders, e.g. GLUE's `SST-2/train.tsv` under a GLUE root); else the
+    InputError naming the file and listing what the folder has."""
+    candidates = [os.path.join(data_dir, name) for name in names]
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    nor = f" (nor {', '.join(candidates[1:])})" if len(candidates) > 1 else ""
+    raise InputError(f"{at(candidates[0])}no such file{nor}; {_listing(data_dir)}")
+
+
+def _listing(folder: str, limit: int = 30) -> str:
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    names = sorted(os.listdir(folder))
+    shown = ", ".join(names[:limit])
+    if len(names) > limit:
+        shown += f", ... ({len(names)} in all)"
+    return f"{folder} has: {shown or 'nothing'}"
+
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +158,6 @@ class Task:
 
     def write_predictions(self, outputs, features: Features, output_dir: str, split: str) -> str:
         """Writes an unlabelled split's predictions; returns the file written."""
-        import os
-
         name = "test_results.tsv" if split == "test" else f"{split}_results.tsv"
         path = os.path.join(output_dir, name)
         self.write_test_predictions(features.examples, self.predictions(outputs), path)
@@ -129,8 +167,6 @@ class Task:
         """Whether the task reads text_a and text_b (the export's `serving_default` then
         takes both). By default one example of the bundled sample tells; a task that knows
         (GLUE's `text_b` column) says so instead."""
-        from kerasbert.errors import InputError
-
         try:
             examples = self.read_examples(self.sample_dir(), "train")
         except (NotImplementedError, InputError, OSError):

@@ -47,7 +47,8 @@ import numpy as np
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_text, read_utf8_text
 from kerasbert.tasks import squad_metrics
-from kerasbert.tasks.base import SPAN, Example, Features, Task
+from kerasbert.tasks.base import (PADDING_LOGIT, SPAN, Example, Features, Task, bundled_sample,
+                                  split_file)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ _WORD = re.compile("[^ \t\r\n\u202f]+")
 # Null odds of a question with no valid span at all: its answer is "" whatever the
 # threshold, and a finite value keeps null_odds.json standard JSON.
 NO_SPAN_ODDS = 1e9
-# Logit that a decoder treats as "never": rows from batches trimmed shorter are padded with it.
-PADDING_LOGIT = -10000.0
 _WORDS_PER_CALL = 100_000  # tokenizer batch: bounded memory, few TF calls
 
 
@@ -684,17 +683,11 @@ class SquadTask(Task):
         return f"{split}-{self.file_version}.json"
 
     def read_examples(self, data_dir: str, split: str) -> list[SquadExample]:
-        path = os.path.join(data_dir, self.file_name(split))
-        if not os.path.isfile(path):
-            names = sorted(os.listdir(data_dir)) if os.path.isdir(data_dir) else None
-            raise InputError(f"{at(path)}no such file; "
-                             + (f"{data_dir} has: {', '.join(names) or 'nothing'}"
-                                if names is not None else f"the folder {data_dir} does not exist"))
+        path = split_file(data_dir, self.file_name(split))
         return read_squad_file(path, self.version_2, split)
 
     def sample_dir(self) -> str:
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        return os.path.join(here, "data", "samples", "squad")
+        return bundled_sample("squad")
 
     def read_tfds(self, split: str, data_dir: str | None) -> list[SquadExample]:
         """Reads `squad/v1.1` or `squad/v2.0` from a prepared TFDS folder (no downloads).
