@@ -628,6 +628,7 @@ class SquadTask(Task):
     dev_splits = ("dev",)
     test_splits = ()  # SQuAD's test set is hidden; predictions are written for dev
     default_max_seq_length = 384  # BERT's run_squad.py default
+    option_names = tuple(OPTIONS)
 
     def __init__(self, version_2: bool):
         self.version_2 = version_2
