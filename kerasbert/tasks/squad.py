@@ -683,8 +683,15 @@ class SquadTask(Task):
                              "(SQuAD's test set is not public)")
         return f"{split}-{self.file_version}.json"
 
+    def split_path(self, data_dir: str, split: str) -> str:
+        """`<data_dir>/train-v1.1.json` (dev-v2.0.json, ...), which must exist."""
+        return split_file(data_dir, self.file_name(split))
+
     def read_examples(self, data_dir: str, split: str) -> list[SquadExample]:
-        path = split_file(data_dir, self.file_name(split))
+        return self.read_file(self.split_path(data_dir, split), split)
+
+    def read_file(self, path: str, split: str) -> list[SquadExample]:
+        """Reads one official SQuAD JSON file as `split` (--train_file, --predict_file)."""
         return read_squad_file(path, self.version_2, split)
 
     def sample_dir(self) -> str:
