@@ -266,11 +266,11 @@ class RunConfig:
                       train_batch_size=task.default_train_batch_size,
                       num_train_epochs=task.default_num_train_epochs)
         if self.data_dir is None and not self.use_tfds and self.train_file is None:
-            recipe.update(getattr(task, "sample_recipe", {}))
+            recipe.update(task.sample_recipe)
         return dataclasses.replace(
             self,
             head=self.head or task.default_head,
-            max_seq_length=self.max_seq_length or getattr(task, "default_max_seq_length", 128),
+            max_seq_length=self.max_seq_length or task.default_max_seq_length,
             learning_rate=self.learning_rate or recipe["learning_rate"],
             train_batch_size=self.train_batch_size or recipe["train_batch_size"],
             num_train_epochs=(recipe["num_train_epochs"] if self.num_train_epochs is None
@@ -278,11 +278,8 @@ class RunConfig:
         )
 
 
-TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
-                "null_score_diff_threshold")
-
-
 def configure_task(task, config):
-    """Hands the run's task options to the tasks that have them (SQuAD's), by BERT's names."""
-    task.configure(**{name: getattr(config, name) for name in TASK_OPTIONS if hasattr(task, name)})
+    """Hands the task the run's values of the options it declares (`Task.option_names`:
+    SQuAD's doc_stride, ..., by BERT's flag names), then lets it check the config."""
+    task.configure(**{name: getattr(config, name) for name in task.option_names})
     task.check_config(config)

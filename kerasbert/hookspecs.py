@@ -73,7 +73,9 @@ def kerasbert_heads() -> Sequence[HeadSpec]:
 
 @hookspec
 def kerasbert_tasks() -> Sequence[Any]:
-    """Return the tasks this plugin provides (instances of `kerasbert.tasks.base.Task`)."""
+    """Return the tasks this plugin provides (instances of `kerasbert.tasks.base.Task`, whose
+    docstring is the contract: a task that leaves a required method to the base class is
+    reported at start, naming the method, and skipped)."""
 
 
 @hookspec

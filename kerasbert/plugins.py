@@ -1,7 +1,9 @@
 """The plugin manager: built-ins first, then every installed `kerasbert.plugins` entry point.
 
 A broken third-party plugin (import error, bad hook result, duplicate name) is reported
-with its distribution name and skipped, so the other heads keep working.
+with its distribution name and skipped, so the other heads keep working; so is a task that
+is not a complete `kerasbert.tasks.base.Task` (naming what it lacks) or whose kind no plugin
+registers.
 """
 
 import functools
@@ -13,6 +15,7 @@ from absl import logging
 
 from kerasbert import hookspecs
 from kerasbert.errors import InputError
+from kerasbert.tasks.base import Task, unimplemented
 
 ENTRY_POINT_GROUP = "kerasbert.plugins"
 DISABLE_AUTOLOAD_ENV = "KERASBERT_DISABLE_PLUGIN_AUTOLOAD"
@@ -37,10 +40,10 @@ class Registry:
             self._collect(plugin, origin, "kerasbert_heads", self.heads)
             self._collect(plugin, origin, "kerasbert_tasks", self.tasks)
         for name, (task, origin) in list(self.tasks.items()):  # kinds of every plugin known
-            if getattr(task, "kind", None) not in self.kinds:
+            why_not = _unusable(task, self.kinds)
+            if why_not:
                 del self.tasks[name]
-                self._problem(f"{origin}: task '{name}' is of kind {task.kind!r}, which no "
-                              f"plugin registers (kinds: {', '.join(sorted(self.kinds))})")
+                self._problem(f"{origin}: task '{name}' {why_not}")
 
     def _origin(self, plugin):
         name = self.manager.get_name(plugin)
@@ -95,6 +98,20 @@ class Registry:
             raise InputError(
                 f"--task={name}: unknown task; available: {', '.join(sorted(self.tasks))}")
         return self.tasks[name][0]
+
+
+def _unusable(task, kinds):
+    """Why a registered task cannot run (None when it can): what the run asks of every
+    task is declared by kerasbert.tasks.base.Task."""
+    if not isinstance(task, Task):
+        return f"is a {type(task).__name__}, not a kerasbert.tasks.base.Task"
+    missing = unimplemented(task)
+    if missing:
+        return f"does not implement {'; '.join(missing)}"
+    if task.kind not in kinds:
+        return (f"is of kind {task.kind!r}, which no plugin registers "
+                f"(kinds: {', '.join(sorted(kinds))})")
+    return None
 
 
 def _load_entry_points(manager, blocked):

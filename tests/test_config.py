@@ -49,7 +49,9 @@ def test_config_is_frozen_and_round_trips_through_json(tmp_path):
 
 
 def test_task_recipe_fills_only_missing_values(tmp_path):
-    class Recipe:
+    from kerasbert.tasks.base import Task
+
+    class Recipe(Task):
         default_head = "cls_linear"
         default_learning_rate = 2e-5
         default_train_batch_size = 16

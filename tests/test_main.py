@@ -118,6 +118,48 @@ def test_squad_fine_tunes_decodes_and_scores(tmp_path, task, keys):
     assert rows > 16 and int(history[-1]["step"]) == -(-rows // TINY["train_batch_size"])
 
 
+def _squad_files(tmp_path, dev_questions=3):
+    """The bundled SQuAD v1.1 train file, and a dev file of its first questions, under
+    names of their own (so a run can only have read them through the flags)."""
+    from kerasbert.tasks.squad import TASKS
+
+    sample = TASKS["squad_v1"].sample_dir()
+    train, dev = tmp_path / "my-train.json", tmp_path / "my-dev.json"
+    train.write_text(open(os.path.join(sample, "train-v1.1.json"), encoding="utf-8").read(),
+                     encoding="utf-8")
+    data = json.load(open(os.path.join(sample, "dev-v1.1.json"), encoding="utf-8"))
+    paragraph = data["data"][0]["paragraphs"][0]
+    paragraph["qas"] = paragraph["qas"][:dev_questions]
+    data["data"] = [{"title": data["data"][0]["title"], "paragraphs": [paragraph]}]
+    dev.write_text(json.dumps(data), encoding="utf-8")
+    return train, dev, [qa["id"] for qa in paragraph["qas"]]
+
+
+SQUAD_TINY = dict(max_train_examples=8, max_seq_length=48, max_query_length=16, doc_stride=16)
+
+
+def test_squad_reads_train_file_and_predict_file(tmp_path):
+    """README: python -m kerasbert.main --task=squad_v1 --train_file=train-v1.1.json
+    --predict_file=dev-v1.1.json"""
+    train, dev, ids = _squad_files(tmp_path)
+    metrics, out = _run(tmp_path, "squad_v1", train_file=str(train), predict_file=str(dev),
+                        **SQUAD_TINY)
+    assert {"exact_match", "f1"} <= set(metrics)
+    assert sorted(json.loads((out / "predictions.json").read_text())) == sorted(ids)
+
+
+@pytest.mark.large
+def test_cli_squad_train_file_and_predict_file(tmp_path):
+    train, dev, ids = _squad_files(tmp_path)
+    out = tmp_path / "cli"
+    result = _cli("--task=squad_v1", f"--train_file={train}", f"--predict_file={dev}",
+                  "--init_checkpoint=random", "--model_size=2/32/2", "--num_train_epochs=1",
+                  *[f"--{k}={v}" for k, v in SQUAD_TINY.items()], f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "squad_v1 dev metrics: exact_match=" in result.stdout
+    assert sorted(json.loads((out / "predictions.json").read_text())) == sorted(ids)
+
+
 def test_squad_query_length_must_leave_room_for_the_passage(tmp_path):
     with pytest.raises(InputError, match="--max_seq_length=40: must exceed --max_query_length"):
         _run(tmp_path, "squad_v1", max_seq_length=40, max_query_length=40)

@@ -5,6 +5,7 @@ import pytest
 from kerasbert import hookspecs, plugins
 from kerasbert.errors import InputError
 from kerasbert.hookspecs import HeadSpec, hookimpl
+from kerasbert.tasks.base import Task
 
 
 class FakeEntryPoint:
@@ -36,6 +37,21 @@ def _plugin_module(name, heads):
 
 def _head(name):
     return HeadSpec(name=name, kinds=("classification",), build=lambda ctx: None)
+
+
+class _Complete(Task):
+    """A task with what the contract requires (no test splits: no prediction file)."""
+
+    name, test_splits = "complete", ()
+
+    def read_examples(self, data_dir, split):
+        return []
+
+    def sample_dir(self):
+        return "unused"
+
+    def compute_metrics(self, predictions, labels):
+        return {"accuracy": 1.0}
 
 
 @pytest.fixture
@@ -125,15 +141,14 @@ def test_hookspecs_document_the_contract():
 def test_kinds_register_through_the_hook_and_tasks_of_unknown_kinds_are_refused(
         fake_distributions):
     from kerasbert.kinds.base import TaskKind
-    from kerasbert.tasks.base import Task
 
     class Ranking(TaskKind):
         name = "ranking"
 
-    class RankTask(Task):
+    class RankTask(_Complete):
         name, kind = "rank_me", "ranking"
 
-    class Orphan(Task):
+    class Orphan(_Complete):
         name, kind = "orphan", "clustering"
 
     module = types.ModuleType("kinds_plugin")
@@ -153,3 +168,40 @@ def test_kinds_register_through_the_hook_and_tasks_of_unknown_kinds_are_refused(
         "span, tagging)"]
     with pytest.raises(InputError, match="unknown task kind 'clustering'"):
         registry.kind("clustering")
+
+
+def test_a_task_missing_a_required_method_is_refused_naming_it(fake_distributions):
+    class NoReader(_Complete):
+        name = "no_reader"
+        read_examples = Task.read_examples
+
+    class ScoredByEvaluate(_Complete):  # evaluate instead of compute_metrics will do
+        name = "by_evaluate"
+        compute_metrics = Task.compute_metrics
+
+        def evaluate(self, outputs, features, output_dir=None, split="dev"):
+            return {"accuracy": 1.0}
+
+    class NoPredictions(_Complete):  # test splits, and no way to write their predictions
+        name, test_splits = "no_predictions", ("test",)
+
+    class Bare(Task):
+        name = "bare"
+
+    module = types.ModuleType("partial_plugin")
+    module.kerasbert_tasks = hookimpl(lambda: [
+        NoReader(), ScoredByEvaluate(), NoPredictions(), Bare(),
+        types.SimpleNamespace(name="duck", kind="classification"), _Complete()])
+    fake_distributions.append(FakeDistribution(
+        "kerasbert-partial", [FakeEntryPoint("partial", module)]))
+    registry = _registry()
+    assert {"by_evaluate", "complete"} <= set(registry.tasks)
+    origin = "plugin distribution 'kerasbert-partial'"
+    assert registry.problems == [
+        f"{origin}: task 'no_reader' does not implement Task.read_examples",
+        f"{origin}: task 'no_predictions' does not implement Task.write_test_predictions or "
+        "Task.write_predictions",
+        f"{origin}: task 'bare' does not implement Task.read_examples; Task.sample_dir; "
+        "Task.compute_metrics or Task.evaluate; Task.write_test_predictions or "
+        "Task.write_predictions",
+        f"{origin}: task 'duck' is a SimpleNamespace, not a kerasbert.tasks.base.Task"]

@@ -19,13 +19,14 @@ so a streamed run trains on the same batches in the same order (tests/data/test_
 A smaller buffer is a bounded, local shuffle: a file sorted by label then trains on long
 runs of one label, so shuffle such a file once on disk first.
 
-Tasks with a streaming reader stream (GLUE, SWAG, CoNLL-2003). A CoNLL sentence longer
-than a row becomes several rows, so the counting pass also counts rows: it word-pieces the
-sentences a chunk at a time (`task.count_rows`, the windows `featurize` would make, without
-the arrays); and CoNLL's tag scheme (IOB1 or IOB2), which needs every sentence, is checked
-at the end of that pass, where an in-memory read checks it (the rewrite to IOB2 does not
-depend on the scheme, so each sentence is rewritten as it is read). Like in memory, the
-steps of an epoch come from the examples (sentences) and the accuracy weights from the rows.
+Tasks with a streaming reader stream (`Task.can_stream`: GLUE, SWAG, CoNLL-2003). A CoNLL
+sentence longer than a row becomes several rows, so the counting pass also counts rows: it
+word-pieces the sentences a chunk at a time (`task.count_rows`, the windows `featurize`
+would make, without the arrays); and CoNLL's tag scheme (IOB1 or IOB2), which needs every
+sentence, is checked at the end of that pass, where an in-memory read checks it (the
+rewrite to IOB2 does not depend on the scheme, so each sentence is rewritten as it is
+read). Like in memory, the steps of an epoch come from the examples (sentences) and the
+accuracy weights from the rows.
 SQuAD's file is one JSON document and stays in memory. Dev and test splits always do (their
 predictions are written per example).
 """
@@ -48,13 +49,9 @@ def train_file(config, task):
     """The training file the run reads, or None when it does not read one (TFDS)."""
     if config.train_file:
         return config.train_file
-    if config.use_tfds or not hasattr(task, "split_path"):
+    if config.use_tfds:
         return None
     return task.split_path(config.data_dir or task.sample_dir(), "train")
-
-
-def can_stream(task):
-    return hasattr(task, "iter_file") and hasattr(task, "split_path")
 
 
 def should_stream(config, task):
@@ -63,7 +60,7 @@ def should_stream(config, task):
     if mode == "false" or not config.do_train:
         return False
     why_not = None
-    if not can_stream(task):
+    if not task.can_stream:
         why_not = (f"the {task.name} task reads its training file whole (SQuAD: one JSON "
                    "document)")
     elif config.use_tfds:
@@ -107,28 +104,27 @@ class StreamedFeatures:
         self.shuffle_buffer_size = shuffle_buffer_size
         self.limit = limit
         self._stamp = _stamp(path)
-        # A task whose example may make several rows (a long CoNLL sentence) counts them by
-        # word-piecing the examples a chunk at a time; the others make one row an example.
-        count_rows = getattr(task, "count_rows", None)
+        # The counting pass: every line read and validated, only a chunk kept. The rows are
+        # the task's count (one per example, or more: a long CoNLL sentence makes several,
+        # counted by word-piecing the examples a chunk at a time).
         count, rows, pending = 0, 0, []
-        # The counting pass: every line read and validated, only a chunk kept.
         for example in task.iter_file(path, split):
             if count == 0:
                 first = task.featurize([example], tokenizer, max_seq_length)
+                first_rows = task.count_rows([example], tokenizer, max_seq_length)
             count += 1
-            if count_rows and (limit is None or count <= limit):
+            if limit is None or count <= limit:
                 pending.append(example)
                 if len(pending) == CHUNK:
-                    rows += count_rows(pending, tokenizer, max_seq_length)
+                    rows += task.count_rows(pending, tokenizer, max_seq_length)
                     pending = []
         num_examples = count if limit is None else min(count, limit)
         if pending:
-            rows += count_rows(pending, tokenizer, max_seq_length)
-        self.num_rows = rows if count_rows else num_examples
-        if first.labels is None or (
-                not count_rows and len(next(iter(first.inputs.values()))) != 1):
+            rows += task.count_rows(pending, tokenizer, max_seq_length)
+        self.num_rows = rows
+        if first.labels is None or len(next(iter(first.inputs.values()))) != first_rows:
             raise InputError(f"{at(path)}the {task.name} task cannot stream its training split "
-                             "(not one labelled row per example)")
+                             "(its rows are unlabelled, or not as many as Task.count_rows says)")
         self.examples = StreamedExamples(task, path, split, limit, num_examples)
         self._signature = (
             {k: tf.TensorSpec([None, *v.shape[1:]], tf.as_dtype(v.dtype))

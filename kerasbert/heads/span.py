@@ -11,8 +11,7 @@ carry zero softmax probability.
 import keras
 from keras import ops
 
-# exp(-1e4) underflows to 0 in float32, yet the value stays finite in any loss.
-PADDING_LOGIT = -10000.0
+from kerasbert.tasks.base import PADDING_LOGIT
 
 
 class SpanHead(keras.layers.Layer):

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from kerasbert.data import pipeline
 from kerasbert.plugins import resolve_kind
+from kerasbert.tasks.base import PADDING_LOGIT
 from kerasbert.training.trajectory import model_weights
 
 
@@ -74,7 +75,7 @@ class SurfaceEvaluator:
             if outputs[0].ndim >= 3:  # per-token outputs of batches trimmed differently
                 width = max(o.shape[1] for o in outputs)
                 outputs = [np.pad(o, [(0, 0), (0, width - o.shape[1])] + [(0, 0)] * (o.ndim - 2),
-                                  constant_values=-10000.0) for o in outputs]
+                                  constant_values=PADDING_LOGIT) for o in outputs]
             outputs = np.concatenate(outputs)
             result[f"{name}_loss"] = float(np.mean(np.concatenate(per_example)))
             metrics = self.task.evaluate(outputs, self.samples[name], None, name)

@@ -3,13 +3,17 @@
 A task knows its files, its features and its metrics, never the model. The model side only
 sees the feature arrays a task builds and the `kind` it declares (which heads and which loss
 fit it). Tasks are registered through the same plugin hook third parties use
-(`kerasbert_tasks`, see `kerasbert/hookspecs.py`).
+(`kerasbert_tasks`, see `kerasbert/hookspecs.py`); `Task` below is the contract: what a task
+must implement, and the optional capabilities it may add.
 """
 
 import dataclasses
+import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from kerasbert.errors import InputError, at
 
 # Task kinds: a head declares the kinds it can serve, the training loop picks the loss.
 # The model's outputs and the labels of Features, per kind:
@@ -19,6 +23,41 @@ MULTIPLE_CHOICE = "multiple_choice"  # inputs [batch, choices, seq]; logits [bat
 #                                      labels int32 [batch]
 SPAN = "span"  # outputs [batch, seq, 2] start/end logits; labels int32 [batch, 2]
 TAGGING = "tagging"  # outputs [batch, seq, num_labels]; labels int32 [batch, seq], -1 = ignored
+
+# The logit of positions that are not there (padding, and per-token outputs of batches
+# trimmed shorter, padded back): exp(-1e4) underflows to 0 in float32, so no softmax or
+# decoder picks it, yet it stays finite in any loss.
+PADDING_LOGIT = -10000.0
+
+SAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "data", "samples")
+
+
+def bundled_sample(*parts: str) -> str:
+    """A bundled sample's folder, `kerasbert/data/samples/<parts>` (what `sample_dir` gives)."""
+    return os.path.join(SAMPLES_DIR, *parts)
+
+
+def split_file(data_dir: str, *names: str) -> str:
+    """`<data_dir>/<name>` for the first of `names` that is a file (a split's official file;
+    a name may hold folders, e.g. GLUE's `SST-2/train.tsv` under a GLUE root); else the
+    InputError naming the file and listing what the folder has."""
+    candidates = [os.path.join(data_dir, name) for name in names]
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    nor = f" (nor {', '.join(candidates[1:])})" if len(candidates) > 1 else ""
+    raise InputError(f"{at(candidates[0])}no such file{nor}; {_listing(data_dir)}")
+
+
+def _listing(folder: str, limit: int = 30) -> str:
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    names = sorted(os.listdir(folder))
+    shown = ", ".join(names[:limit])
+    if len(names) > limit:
+        shown += f", ... ({len(names)} in all)"
+    return f"{folder} has: {shown or 'nothing'}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +88,22 @@ class Features:
 
 
 class Task:
-    """Base class of a task. Subclasses set the attributes and implement the methods."""
+    """Base class of a task: the contract every task, built-in or plugin, implements.
+
+    Required (a registered task that leaves one to this class is refused at start, with a
+    line naming it, see `unimplemented`): `read_examples`, `sample_dir`, the metrics
+    (`compute_metrics`, or `evaluate` where scoring needs the features) and, for a task
+    with test splits, the prediction file (`write_test_predictions`, or
+    `write_predictions`). Everything else has a default here: the attributes below,
+    featurizing text (pairs), and the optional capabilities, each of which says what its
+    default does: `read_file` (--train_file, --predict_file), `read_tfds` (--use_tfds),
+    `split_path` + `iter_file` + `count_rows` (--stream_train_data), `option_names` +
+    `configure` and `check_config` (run settings), `is_sentence_pair` (the export).
+
+    Not an `abc.ABC`: an abstract method would make an incomplete plugin task fail inside
+    the plugin's hook (a TypeError that loses every task of the plugin, and the name of the
+    task), where the registry can instead drop that one task and say what it lacks.
+    """
 
     name: str = ""
     kind: str = CLASSIFICATION
@@ -65,47 +119,28 @@ class Task:
     default_max_seq_length: int = 128
     # Overrides of the recipe for the bundled sample only (a demo, not the paper's data).
     sample_recipe: Mapping[str, Any] = {}
+    # The RunConfig fields the run hands to `configure` (SQuAD's doc_stride, ...).
+    option_names: Sequence[str] = ()
 
     @property
     def num_outputs(self) -> int:
         return 1 if self.label_list is None else len(self.label_list)
 
+    # ---- required ------------------------------------------------------------------------
+
     def read_examples(self, data_dir: str, split: str) -> list[Example]:
-        """Reads a split ('train', one of dev_splits, 'test') from the official files."""
-        raise NotImplementedError
-
-    def read_file(self, path: str, split: str) -> list[Example]:
-        """Reads one official file as the given split (--train_file, --predict_file)."""
-        raise NotImplementedError
-
-    def configure(self, **options) -> "Task":
-        """Takes the task options of the run (e.g. SQuAD's doc_stride); most tasks have none."""
-        return self
-
-    def check_config(self, config) -> None:
-        """Refuses run settings this task cannot work with (an InputError naming the flag),
-        before any data is read; most tasks accept every valid RunConfig."""
-
-    def compute_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> Mapping[str, float]:
-        """Official metrics from model predictions (class ids or floats) and gold labels."""
-        raise NotImplementedError
+        """Reads a split ('train', one of dev_splits, one of test_splits) from the official
+        files in `data_dir`; a bad or missing file is an InputError naming it."""
+        raise NotImplementedError("Task.read_examples")
 
     def sample_dir(self) -> str:
         """The bundled sample in the official format, used when no --data_dir is given."""
-        raise NotImplementedError
+        raise NotImplementedError("Task.sample_dir")
 
-    def read_tfds(self, split: str, data_dir: str | None) -> list[Example]:
-        """Reads a split from a prepared tensorflow_datasets folder."""
-        raise NotImplementedError
-
-    def write_test_predictions(self, examples, predictions, path) -> None:
-        """Writes predictions for an unlabelled split in the task's submission format."""
-        raise NotImplementedError
-
-    def predictions(self, outputs: np.ndarray) -> np.ndarray:
-        """Class ids (argmax over logits) or regression values from raw model outputs."""
-        outputs = np.asarray(outputs)
-        return outputs[:, 0] if self.kind == REGRESSION else outputs.argmax(axis=-1)
+    def compute_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> Mapping[str, float]:
+        """Official metrics from model predictions (class ids or floats) and gold labels
+        (what the default `evaluate` reports); must include `main_metric`."""
+        raise NotImplementedError("Task.compute_metrics")
 
     def evaluate(self, outputs, features: Features, output_dir: str | None = None,
                  split: str = "dev") -> dict[str, float]:
@@ -116,21 +151,69 @@ class Task:
         """
         return dict(self.compute_metrics(self.predictions(outputs), features.labels))
 
-    def write_predictions(self, outputs, features: Features, output_dir: str, split: str) -> str:
-        """Writes an unlabelled split's predictions; returns the file written."""
-        import os
+    def write_test_predictions(self, examples, predictions, path) -> None:
+        """Writes predictions for an unlabelled split in the task's submission format (what
+        the default `write_predictions` writes)."""
+        raise NotImplementedError("Task.write_test_predictions")
 
+    def write_predictions(self, outputs, features: Features, output_dir: str, split: str) -> str:
+        """Writes an unlabelled split's predictions (--do_predict); returns the file written."""
         name = "test_results.tsv" if split == "test" else f"{split}_results.tsv"
         path = os.path.join(output_dir, name)
         self.write_test_predictions(features.examples, self.predictions(outputs), path)
         return path
 
+    # ---- optional capabilities -------------------------------------------------------------
+
+    def read_file(self, path: str, split: str) -> list[Example]:
+        """Reads one official file as the given split (--train_file, --predict_file). By
+        default a task reads whole folders only."""
+        raise InputError(f"{at(path)}the {self.name} task reads its splits from a folder "
+                         "(--data_dir), not from one file (--train_file, --predict_file)")
+
+    def read_tfds(self, split: str, data_dir: str | None) -> list[Example]:
+        """Reads a split from a prepared tensorflow_datasets folder (--use_tfds). By default
+        a task has no TFDS reader."""
+        raise InputError(f"--use_tfds: the {self.name} task has no tensorflow_datasets "
+                         "reader; pass --data_dir with its official files")
+
+    def split_path(self, data_dir: str, split: str) -> str | None:
+        """The one file of `data_dir` a split is read from (an InputError when missing), or
+        None (the default) for a task whose splits are not one file each."""
+        return None
+
+    def iter_file(self, path: str, split: str):
+        """The examples of one file, one at a time, validated as `read_file` validates them
+        (--stream_train_data trains from it, see kerasbert/data/streaming.py). By default a
+        task reads its files whole: see `can_stream`."""
+        raise InputError(f"{at(path)}the {self.name} task reads its training file whole; "
+                         "it cannot stream it (--stream_train_data=false)")
+
+    @property
+    def can_stream(self) -> bool:
+        """Whether the training file can be streamed: the task implements `iter_file`, and
+        `split_path` to find the file in --data_dir."""
+        return _overrides(self, "iter_file") and _overrides(self, "split_path")
+
+    def count_rows(self, examples: Sequence[Example], tokenizer, max_seq_length: int) -> int:
+        """The feature rows `featurize` makes of `examples`, without making them (streaming
+        counts them for the steps and the accuracy weights). By default one per example; a
+        task whose example may make several (a long CoNLL sentence) overrides this."""
+        return len(examples)
+
+    def configure(self, **options) -> "Task":
+        """Takes the run's values of `option_names` (e.g. SQuAD's doc_stride); most tasks
+        have none."""
+        return self
+
+    def check_config(self, config) -> None:
+        """Refuses run settings this task cannot work with (an InputError naming the flag),
+        before any data is read; most tasks accept every valid RunConfig."""
+
     def is_sentence_pair(self) -> bool:
         """Whether the task reads text_a and text_b (the export's `serving_default` then
         takes both). By default one example of the bundled sample tells; a task that knows
         (GLUE's `text_b` column) says so instead."""
-        from kerasbert.errors import InputError
-
         try:
             examples = self.read_examples(self.sample_dir(), "train")
         except (NotImplementedError, InputError, OSError):
@@ -138,6 +221,13 @@ class Task:
                 f"--task={self.name}: cannot tell whether it takes one text or a pair; "
                 "override Task.is_sentence_pair") from None
         return bool(examples) and examples[0].text_b is not None
+
+    # ---- features ----------------------------------------------------------------------
+
+    def predictions(self, outputs: np.ndarray) -> np.ndarray:
+        """Class ids (argmax over logits) or regression values from raw model outputs."""
+        outputs = np.asarray(outputs)
+        return outputs[:, 0] if self.kind == REGRESSION else outputs.argmax(axis=-1)
 
     def encode_labels(self, examples: Sequence[Example]) -> np.ndarray | None:
         """Class ids (int32) or regression targets (float32); None for unlabelled splits."""
@@ -156,3 +246,18 @@ class Task:
         inputs = encode_texts(tokenizer, [e.text_a for e in examples],
                               [e.text_b for e in examples] if pairs else None, max_seq_length)
         return Features(inputs=inputs, labels=self.encode_labels(examples), examples=examples)
+
+
+def _overrides(task, method: str) -> bool:
+    """Whether the task's class implements `method` rather than inheriting Task's."""
+    return getattr(type(task), method, None) is not getattr(Task, method)
+
+
+def unimplemented(task) -> list[str]:
+    """The required methods `task` leaves to Task, e.g. ["Task.read_examples"]; a pair
+    "Task.compute_metrics or Task.evaluate" where overriding either one will do."""
+    needs = [("read_examples",), ("sample_dir",), ("compute_metrics", "evaluate")]
+    if task.test_splits:
+        needs.append(("write_test_predictions", "write_predictions"))
+    return [" or ".join(f"Task.{m}" for m in methods) for methods in needs
+            if not any(_overrides(task, m) for m in methods)]

@@ -32,7 +32,7 @@ import numpy as np
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import iter_utf8_lines
-from kerasbert.tasks.base import TAGGING, Example, Features, Task
+from kerasbert.tasks.base import TAGGING, Example, Features, Task, bundled_sample, split_file
 
 log = logging.getLogger(__name__)
 
@@ -544,13 +544,7 @@ class ConllTask(Task):
     def split_path(self, data_dir: str, split: str) -> str:
         """`<data_dir>/<split>.txt`, which must exist."""
         self._check_split(split)
-        path = os.path.join(data_dir, f"{split}.txt")
-        if not os.path.isfile(path):
-            listing = ", ".join(sorted(os.listdir(data_dir))) if os.path.isdir(data_dir) else None
-            raise InputError(f"{at(path)}no such file; " + (
-                f"{data_dir} has: {listing or 'nothing'}" if listing is not None
-                else f"the folder {data_dir} does not exist"))
-        return path
+        return split_file(data_dir, f"{split}.txt")
 
     def read_examples(self, data_dir: str, split: str) -> list[Sentence]:
         return self.read_file(self.split_path(data_dir, split), split)
@@ -573,8 +567,7 @@ class ConllTask(Task):
         return count_rows(examples, tokenizer, max_seq_length)
 
     def sample_dir(self) -> str:
-        data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
-        return os.path.join(data, "samples", "conll2003")
+        return bundled_sample("conll2003")
 
     def read_tfds(self, split: str, data_dir: str | None = None) -> list[Sentence]:
         """Reads a split of a prepared TFDS `conll2003` (train / dev / test; no downloads)."""

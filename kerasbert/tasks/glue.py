@@ -21,7 +21,8 @@ from sklearn import metrics as skmetrics
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_text, iter_utf8_lines
-from kerasbert.tasks.base import CLASSIFICATION, REGRESSION, Example, Task
+from kerasbert.tasks.base import (CLASSIFICATION, REGRESSION, Example, Task, bundled_sample,
+                                  split_file)
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +102,7 @@ class GlueTask(Task):
     def split_path(self, data_dir: str, split: str) -> str:
         """`<data_dir>/<split>.tsv`, or `<data_dir>/<FOLDER>/<split>.tsv` for a GLUE root."""
         self.check_split(split)
-        folders = (data_dir, os.path.join(data_dir, self.folder))
-        candidates = [os.path.join(d, f"{split}.tsv") for d in folders]
-        for path in candidates:
-            if os.path.isfile(path):
-                return path
-        raise InputError(
-            f"{at(candidates[0])}no such file (nor {candidates[1]}); {_listing(data_dir)}"
-        )
+        return split_file(data_dir, f"{split}.tsv", os.path.join(self.folder, f"{split}.tsv"))
 
     def read_examples(self, data_dir: str, split: str) -> list[Example]:
         path = self.split_path(data_dir, split)
@@ -245,16 +239,6 @@ def _correlation(fn, p, y) -> float:
         return _finite(fn(p, y)[0])
 
 
-def _listing(folder: str, limit: int = 30) -> str:
-    if not os.path.isdir(folder):
-        return f"the folder {folder} does not exist"
-    names = sorted(os.listdir(folder))
-    shown = ", ".join(names[:limit])
-    if len(names) > limit:
-        shown += f", ... ({len(names)} in all)"
-    return f"{folder} has: {shown or 'nothing'}"
-
-
 def _read_lines(path: str):
     """(number, line) of the physical lines of a UTF-8 file, streamed (BOM dropped,
     trailing blank lines dropped: a blank line is yielded only when a line follows it).
@@ -356,8 +340,7 @@ def sample_dir(task_name: str) -> str:
     """The bundled sample folder of a task (train/dev/test in the official layout)."""
     if task_name not in TASKS:
         raise InputError(f"unknown GLUE task {task_name!r}; expected one of {', '.join(TASKS)}")
-    data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
-    return os.path.join(data, "samples", "glue", TASKS[task_name].folder)
+    return bundled_sample("glue", TASKS[task_name].folder)
 
 
 # ---- the table ----------------------------------------------------------------------------

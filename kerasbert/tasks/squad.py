@@ -47,7 +47,8 @@ import numpy as np
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_text, read_utf8_text
 from kerasbert.tasks import squad_metrics
-from kerasbert.tasks.base import SPAN, Example, Features, Task
+from kerasbert.tasks.base import (PADDING_LOGIT, SPAN, Example, Features, Task, bundled_sample,
+                                  split_file)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ _WORD = re.compile("[^ \t\r\n\u202f]+")
 # Null odds of a question with no valid span at all: its answer is "" whatever the
 # threshold, and a finite value keeps null_odds.json standard JSON.
 NO_SPAN_ODDS = 1e9
-# Logit that a decoder treats as "never": rows from batches trimmed shorter are padded with it.
-PADDING_LOGIT = -10000.0
 _WORDS_PER_CALL = 100_000  # tokenizer batch: bounded memory, few TF calls
 
 
@@ -629,6 +628,7 @@ class SquadTask(Task):
     dev_splits = ("dev",)
     test_splits = ()  # SQuAD's test set is hidden; predictions are written for dev
     default_max_seq_length = 384  # BERT's run_squad.py default
+    option_names = tuple(OPTIONS)
 
     def __init__(self, version_2: bool):
         self.version_2 = version_2
@@ -683,18 +683,19 @@ class SquadTask(Task):
                              "(SQuAD's test set is not public)")
         return f"{split}-{self.file_version}.json"
 
+    def split_path(self, data_dir: str, split: str) -> str:
+        """`<data_dir>/train-v1.1.json` (dev-v2.0.json, ...), which must exist."""
+        return split_file(data_dir, self.file_name(split))
+
     def read_examples(self, data_dir: str, split: str) -> list[SquadExample]:
-        path = os.path.join(data_dir, self.file_name(split))
-        if not os.path.isfile(path):
-            names = sorted(os.listdir(data_dir)) if os.path.isdir(data_dir) else None
-            raise InputError(f"{at(path)}no such file; "
-                             + (f"{data_dir} has: {', '.join(names) or 'nothing'}"
-                                if names is not None else f"the folder {data_dir} does not exist"))
+        return self.read_file(self.split_path(data_dir, split), split)
+
+    def read_file(self, path: str, split: str) -> list[SquadExample]:
+        """Reads one official SQuAD JSON file as `split` (--train_file, --predict_file)."""
         return read_squad_file(path, self.version_2, split)
 
     def sample_dir(self) -> str:
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        return os.path.join(here, "data", "samples", "squad")
+        return bundled_sample("squad")
 
     def read_tfds(self, split: str, data_dir: str | None) -> list[SquadExample]:
         """Reads `squad/v1.1` or `squad/v2.0` from a prepared TFDS folder (no downloads).

@@ -27,7 +27,8 @@ import numpy as np
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_text, iter_utf8_lines
-from kerasbert.tasks.base import MULTIPLE_CHOICE, Example, Features, Task
+from kerasbert.tasks.base import (MULTIPLE_CHOICE, Example, Features, Task, bundled_sample,
+                                  split_file)
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +65,13 @@ class SwagTask(Task):
     # ---- reading ---------------------------------------------------------------------------
 
     def sample_dir(self) -> str:
-        data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
-        return os.path.join(data, "samples", "swag")
+        return bundled_sample("swag")
 
     def split_path(self, data_dir: str, split: str) -> str:
         """`<data_dir>/<split>.csv` (val.csv for dev), which must exist."""
         if split not in FILES:
             raise InputError(f"swag: unknown split {split!r}; expected one of {', '.join(FILES)}")
-        path = os.path.join(data_dir, FILES[split])
-        if not os.path.isfile(path):
-            names = sorted(os.listdir(data_dir)) if os.path.isdir(data_dir) else None
-            where = (f"{data_dir} has: {', '.join(names[:30]) or 'nothing'}" if names is not None
-                     else f"the folder {data_dir} does not exist")
-            raise InputError(f"{at(path)}no such file; {where}")
-        return path
+        return split_file(data_dir, FILES[split])
 
     def read_examples(self, data_dir: str, split: str) -> list[ChoiceExample]:
         return self.read_file(self.split_path(data_dir, split), split)

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from kerasbert.errors import TrainingError
 from kerasbert.plugins import resolve_kind
+from kerasbert.tasks.base import PADDING_LOGIT
 from kerasbert.training import precision, xla_dropout
 
 
@@ -205,7 +206,7 @@ class Trainer:
     def learning_rate(self):
         return float(self.optimizer.learning_rate)
 
-    def predict(self, dataset, padding_value=-10000.0):
+    def predict(self, dataset, padding_value=PADDING_LOGIT):
         """Raw model outputs (logits or values) for every example, in order.
 
         Per-token outputs ([batch, seq, ...]) of batches trimmed to different lengths are
