@@ -240,6 +240,8 @@ class Task:
 
     def featurize(self, examples: Sequence[Example], tokenizer, max_seq_length: int) -> Features:
         """[CLS] A [SEP] (B [SEP]) ids for sentence and sentence-pair tasks."""
+        # Lazy: the tokenizer loads TensorFlow, which the standalone scorers
+        # (kerasbert/evaluate.py → tasks.conll → this module) do not need.
         from kerasbert.data.tokenization import encode_texts
 
         pairs = bool(examples) and examples[0].text_b is not None

@@ -29,6 +29,7 @@ import re
 from typing import Sequence
 
 import numpy as np
+from seqeval import metrics as seqeval_metrics  # conlleval semantics in its default mode
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import iter_utf8_lines
@@ -427,21 +428,19 @@ def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[s
     Per-type keys are reported for `types` and for any other type found in the data, so the
     keys stay the same from one evaluation to the next.
     """
-    from seqeval import metrics  # conlleval-compatible in its default mode (mode=None)
-
     if len(gold) != len(predicted) or any(len(g) != len(p) for g, p in zip(gold, predicted)):
         raise ValueError("gold and predicted tags differ in shape")
     gold, predicted = [list(g) for g in gold], [list(p) for p in predicted]
     tokens = sum(len(g) for g in gold)
     correct = sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p))
     result = {
-        "precision": float(metrics.precision_score(gold, predicted, zero_division=0)),
-        "recall": float(metrics.recall_score(gold, predicted, zero_division=0)),
-        "f1": float(metrics.f1_score(gold, predicted, zero_division=0)),
+        "precision": float(seqeval_metrics.precision_score(gold, predicted, zero_division=0)),
+        "recall": float(seqeval_metrics.recall_score(gold, predicted, zero_division=0)),
+        "f1": float(seqeval_metrics.f1_score(gold, predicted, zero_division=0)),
         "accuracy": correct / tokens if tokens else 0.0,
     }
     found = {t[2:] for seq in (*gold, *predicted) for t in seq if t != "O"}
-    report = metrics.classification_report(gold, predicted, output_dict=True, zero_division=0) \
+    report = seqeval_metrics.classification_report(gold, predicted, output_dict=True, zero_division=0) \
         if found else {}
     for name in list(types) + sorted(found - set(types)):
         row = report.get(name, {})

@@ -43,12 +43,21 @@ import re
 from typing import Sequence
 
 import numpy as np
+import tensorflow as tf
 
+from kerasbert.config import RunConfig
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_text, read_utf8_text
 from kerasbert.tasks import squad_metrics
-from kerasbert.tasks.base import (PADDING_LOGIT, SPAN, Example, Features, Task, bundled_sample,
-                                  split_file)
+from kerasbert.tasks.base import (
+    PADDING_LOGIT,
+    SPAN,
+    Example,
+    Features,
+    Task,
+    bundled_sample,
+    split_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +66,11 @@ log = logging.getLogger(__name__)
 _WORD = re.compile("[^ \t\r\n\u202f]+")
 # Null odds of a question with no valid span at all: its answer is "" whatever the
 # threshold, and a finite value keeps null_odds.json standard JSON.
+# BERT's run_squad.py options, under its flag names; their defaults are declared once, on
+# RunConfig (kerasbert/config.py), which also makes them flags.
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+OPTIONS = {name: _DEFAULTS[name] for name in ("doc_stride", "max_query_length", "n_best_size",
+                                              "max_answer_length", "null_score_diff_threshold")}
 NO_SPAN_ODDS = 1e9
 _WORDS_PER_CALL = 100_000  # tokenizer batch: bounded memory, few TF calls
 
@@ -297,8 +311,6 @@ def split_words(context: str) -> tuple[list[str], np.ndarray]:
 
 def _tokenize_words(tokenizer, words):
     """All words in few batched calls -> (flat piece ids, pieces per word, basic tokens)."""
-    import tensorflow as tf
-
     ids, counts, basic = [], [], []
     for i in range(0, len(words), _WORDS_PER_CALL):
         chunk = words[i: i + _WORDS_PER_CALL]
@@ -372,7 +384,8 @@ def improve_answer_span(doc_pieces, start, end, answer_pieces) -> tuple[int, int
 
 
 def build_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: int,
-                   doc_stride: int = 128, max_query_length: int = 64) -> Features:
+                   doc_stride: int = OPTIONS["doc_stride"],
+                   max_query_length: int = OPTIONS["max_query_length"]) -> Features:
     """Examples -> one row per passage window (see the module docstring).
 
     extra: example_index / window_start / window_length / passage_offset per row (int32),
@@ -522,8 +535,9 @@ def as_logits(outputs, num_rows: int, seq_length: int) -> np.ndarray:
     return logits
 
 
-def decode(outputs, features: Features, n_best_size: int = 20, max_answer_length: int = 30,
-           version_2: bool = False, null_score_diff_threshold: float = 0.0) -> Decoded:
+def decode(outputs, features: Features, n_best_size: int = OPTIONS["n_best_size"],
+           max_answer_length: int = OPTIONS["max_answer_length"], version_2: bool = False,
+           null_score_diff_threshold: float = OPTIONS["null_score_diff_threshold"]) -> Decoded:
     """Answers, n-best lists and (v2) null odds from the head's raw outputs (see module doc)."""
     token_ids = features.inputs["token_ids"]
     logits = as_logits(outputs, *token_ids.shape)
@@ -603,13 +617,6 @@ def _span_text(r, s, e, token_ids, vocab, doc, window_start, offset):
 
 # ---- the tasks --------------------------------------------------------------------------------
 
-OPTIONS = {  # BERT's run_squad.py flag names and defaults
-    "doc_stride": 128,
-    "max_query_length": 64,
-    "n_best_size": 20,
-    "max_answer_length": 30,
-    "null_score_diff_threshold": 0.0,
-}
 
 
 class SquadTask(Task):

@@ -24,11 +24,19 @@ import re
 from typing import Sequence
 
 import numpy as np
+import tensorflow as tf
 
+from kerasbert.data.tokenization import pack_inputs
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_text, iter_utf8_lines
-from kerasbert.tasks.base import (MULTIPLE_CHOICE, Example, Features, Task, bundled_sample,
-                                  split_file)
+from kerasbert.tasks.base import (
+    MULTIPLE_CHOICE,
+    Example,
+    Features,
+    Task,
+    bundled_sample,
+    split_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +180,6 @@ class SwagTask(Task):
     def featurize(self, examples: Sequence[ChoiceExample], tokenizer, max_seq_length: int,
                   batch_size: int = 1024) -> Features:
         """int32 token_ids / segment_ids / padding_mask [n, choices, max_seq_length]."""
-        import tensorflow as tf
-
-        from kerasbert.data.tokenization import pack_inputs
-
         num_choices = len(examples[0].endings) if examples else 0
         if any(len(e.endings) != num_choices for e in examples):
             raise ValueError("swag: all examples of a split need the same number of endings")
