@@ -9,6 +9,28 @@ import tempfile
 from kerasbert.errors import InputError, at
 
 
+def missing_file(path, folder, also=()):
+    """The InputError of a reader that found no file at `path` (nor at the paths in
+    `also`): a folder in its place says so; otherwise `no such file`, with what `folder`
+    holds or that it does not exist. (Raise it.)"""
+    for candidate in (path, *also):
+        if os.path.isdir(candidate):
+            return InputError(f"{at(candidate)}is a folder, not a file")
+    nor = f" (nor {', '.join(also)})" if also else ""
+    return InputError(f"{at(path)}no such file{nor}; {listing(folder)}")
+
+
+def listing(folder, limit=30):
+    """'<folder> has: a, b, c' (the first `limit` names), or that it does not exist."""
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    names = sorted(os.listdir(folder))
+    shown = ", ".join(names[:limit])
+    if len(names) > limit:
+        shown += f", ... ({len(names)} in all)"
+    return f"{folder} has: {shown or 'nothing'}"
+
+
 def atomic_write_text(path, text):
     directory = os.path.dirname(os.path.abspath(path))
     try:

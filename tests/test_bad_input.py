@@ -75,6 +75,25 @@ def test_mixed_label_types(tmp_path, label):
         glue.TASKS["sst2"].read_examples(str(tmp_path), "train")
 
 
+@pytest.mark.parametrize("task, name, split", [
+    (glue.TASKS["sst2"], "train.tsv", "train"),
+    (conll.ConllTask(), "train.txt", "train"),
+    (swag.SwagTask(), "train.csv", "train"),
+    (squad.TASKS["squad_v1"], "dev-v1.1.json", "dev"),
+])
+def test_a_folder_where_a_file_is_expected_is_named_as_a_folder(tmp_path, task, name, split):
+    (tmp_path / name).mkdir()  # not `no such file ...; <folder> has: ..., train.tsv`
+    with pytest.raises(InputError) as info:
+        task.read_examples(str(tmp_path), split)
+    assert str(info.value) == f"{tmp_path / name}: is a folder, not a file"
+    with pytest.raises(InputError, match=rf"^--train_file={tmp_path}: is a folder, not a file$"):
+        RunConfig(task="sst2", output_dir=str(tmp_path / "run"), train_file=str(tmp_path))
+    (tmp_path / name).rmdir()  # a missing file still lists what the folder holds
+    (tmp_path / "other.txt").write_text("")
+    with pytest.raises(InputError, match=rf"{name}: no such file.*; {tmp_path} has: other\.txt$"):
+        task.read_examples(str(tmp_path), split)
+
+
 def test_vocabulary_larger_than_the_checkpoint(tmp_path):
     loaded = checkpoints.random_encoder("2/32/2")
     vocab = tmp_path / "vocab.txt"

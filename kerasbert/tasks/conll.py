@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import iter_utf8_lines
+from kerasbert.io_utils import iter_utf8_lines, missing_file
 from kerasbert.tasks.base import TAGGING, Example, Features, Task
 
 log = logging.getLogger(__name__)
@@ -546,10 +546,7 @@ class ConllTask(Task):
         self._check_split(split)
         path = os.path.join(data_dir, f"{split}.txt")
         if not os.path.isfile(path):
-            listing = ", ".join(sorted(os.listdir(data_dir))) if os.path.isdir(data_dir) else None
-            raise InputError(f"{at(path)}no such file; " + (
-                f"{data_dir} has: {listing or 'nothing'}" if listing is not None
-                else f"the folder {data_dir} does not exist"))
+            raise missing_file(path, data_dir)
         return path
 
     def read_examples(self, data_dir: str, split: str) -> list[Sentence]:

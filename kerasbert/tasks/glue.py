@@ -20,7 +20,7 @@ from scipy import stats
 from sklearn import metrics as skmetrics
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_text, iter_utf8_lines
+from kerasbert.io_utils import atomic_write_text, iter_utf8_lines, missing_file
 from kerasbert.tasks.base import CLASSIFICATION, REGRESSION, Example, Task
 
 log = logging.getLogger(__name__)
@@ -106,9 +106,7 @@ class GlueTask(Task):
         for path in candidates:
             if os.path.isfile(path):
                 return path
-        raise InputError(
-            f"{at(candidates[0])}no such file (nor {candidates[1]}); {_listing(data_dir)}"
-        )
+        raise missing_file(candidates[0], data_dir, also=candidates[1:])
 
     def read_examples(self, data_dir: str, split: str) -> list[Example]:
         path = self.split_path(data_dir, split)
@@ -243,16 +241,6 @@ def _correlation(fn, p, y) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns on constant input; we return 0.0
         return _finite(fn(p, y)[0])
-
-
-def _listing(folder: str, limit: int = 30) -> str:
-    if not os.path.isdir(folder):
-        return f"the folder {folder} does not exist"
-    names = sorted(os.listdir(folder))
-    shown = ", ".join(names[:limit])
-    if len(names) > limit:
-        shown += f", ... ({len(names)} in all)"
-    return f"{folder} has: {shown or 'nothing'}"
 
 
 def _read_lines(path: str):

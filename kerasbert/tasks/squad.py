@@ -45,7 +45,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_text, read_utf8_text
+from kerasbert.io_utils import atomic_write_text, missing_file, read_utf8_text
 from kerasbert.tasks import squad_metrics
 from kerasbert.tasks.base import SPAN, Example, Features, Task
 
@@ -686,10 +686,7 @@ class SquadTask(Task):
     def read_examples(self, data_dir: str, split: str) -> list[SquadExample]:
         path = os.path.join(data_dir, self.file_name(split))
         if not os.path.isfile(path):
-            names = sorted(os.listdir(data_dir)) if os.path.isdir(data_dir) else None
-            raise InputError(f"{at(path)}no such file; "
-                             + (f"{data_dir} has: {', '.join(names) or 'nothing'}"
-                                if names is not None else f"the folder {data_dir} does not exist"))
+            raise missing_file(path, data_dir)
         return read_squad_file(path, self.version_2, split)
 
     def sample_dir(self) -> str:

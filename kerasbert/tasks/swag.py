@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_text, iter_utf8_lines
+from kerasbert.io_utils import atomic_write_text, iter_utf8_lines, missing_file
 from kerasbert.tasks.base import MULTIPLE_CHOICE, Example, Features, Task
 
 log = logging.getLogger(__name__)
@@ -73,10 +73,7 @@ class SwagTask(Task):
             raise InputError(f"swag: unknown split {split!r}; expected one of {', '.join(FILES)}")
         path = os.path.join(data_dir, FILES[split])
         if not os.path.isfile(path):
-            names = sorted(os.listdir(data_dir)) if os.path.isdir(data_dir) else None
-            where = (f"{data_dir} has: {', '.join(names[:30]) or 'nothing'}" if names is not None
-                     else f"the folder {data_dir} does not exist")
-            raise InputError(f"{at(path)}no such file; {where}")
+            raise missing_file(path, data_dir)
         return path
 
     def read_examples(self, data_dir: str, split: str) -> list[ChoiceExample]:
