@@ -1,12 +1,32 @@
 """Files are written whole or not at all: write beside the target, then rename."""
 
 import csv
+import errno
 import io
 import json
 import os
 import tempfile
 
 from kerasbert.errors import InputError, at
+
+
+def check_can_create(folder, flag):
+    """An InputError `{flag}={folder}: cannot create it (File exists)` (or Not a directory,
+    Permission denied: what os.makedirs would say) unless `folder` is a writable folder or
+    can be made, found without making anything."""
+    def refuse(code, what="cannot create it"):
+        raise InputError(f"{flag}={folder}: {what} ({os.strerror(code)})")
+
+    path = os.path.abspath(folder)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        refuse(errno.EEXIST)
+    existing = path
+    while not os.path.lexists(existing):  # the nearest existing folder above it
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        refuse(errno.ENOTDIR)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        refuse(errno.EACCES, "cannot write there" if existing == path else "cannot create it")
 
 
 def missing_file(path, folder, also=()):

@@ -25,8 +25,14 @@ from kerasbert.config import configure_task
 from kerasbert.data import pipeline, streaming
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
-from kerasbert.export.saved_model import export_run, find_export, kind_export
+from kerasbert.export.saved_model import (
+    check_export_dir,
+    export_run,
+    find_export,
+    kind_export,
+)
 from kerasbert.heads.feature_bilstm import attach_cached_features
+from kerasbert.io_utils import check_can_create
 from kerasbert.model import builder, checkpoints
 from kerasbert.training import checkpointing, precision
 from kerasbert.training.loop import Timer, Trainer
@@ -60,8 +66,11 @@ def resolve(config, registry):
     configure_task(task, config)
     head_spec = registry.head(config.head)
     builder.check_head_fits(task, head_spec)
-    if config.export_dir:
+    if config.export_dir:  # found now, not after training
         kind_export(task)
+        check_export_dir(config.export_dir)
+    if config.feature_cache_dir:
+        check_can_create(config.feature_cache_dir, "--feature_cache_dir")
     return task, config, head_spec
 
 

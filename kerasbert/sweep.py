@@ -23,7 +23,7 @@ import statistics
 from kerasbert import plugins, report, run_folder
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
-from kerasbert.export.saved_model import export_run
+from kerasbert.export.saved_model import check_export_dir, export_run, kind_export
 from kerasbert.io_utils import atomic_write_json
 from kerasbert.metrics import finite_value, higher_is_better
 
@@ -181,6 +181,9 @@ def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, l
     task = registry.task(base.task)
     base = base.resolved(task)
     export_dir = base.export_dir
+    if export_dir:  # the best run is exported at the end: what can fail, fails now
+        kind_export(task, registry)
+        check_export_dir(export_dir)
     plan = plan_sweep(base, rates or (base.learning_rate,), num_restarts)
     metric = task.main_metric
     prepare_sweep_dir(base)

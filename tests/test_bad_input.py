@@ -11,19 +11,23 @@ tests/test_main.py), the CLI's one line and exit 2 (tests/test_main.py).
 import errno
 import io
 import os
+import subprocess
+import sys
 
 import pytest
 
 import kerasbert
-from kerasbert import io_utils, run_folder
+from kerasbert import io_utils, plugins, run_folder
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
+from kerasbert.export.saved_model import check_export_dir
 from kerasbert.model import checkpoints
 from kerasbert.tasks import conll, glue, squad, swag
 
 SAMPLES = os.path.join(os.path.dirname(kerasbert.__file__), "data", "samples")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(kerasbert.__file__)))
 
 
 def _cut(source, target, line, keep):
@@ -112,6 +116,47 @@ def test_output_dir_that_cannot_be_written(tmp_path):
     config = RunConfig(task="sst2", output_dir=str(blocker / "run"))
     with pytest.raises(InputError, match=rf"--output_dir={blocker / 'run'}: cannot write there"):
         run_folder.prepare(config)
+
+
+def test_export_dir_that_cannot_be_made_is_found_without_making_anything(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    for export_dir, reason in ((blocker, "cannot create it (File exists)"),
+                               (blocker / "serving", "cannot create it (Not a directory)")):
+        with pytest.raises(InputError) as info:
+            check_export_dir(str(export_dir))
+        assert str(info.value) == f"--export_dir={export_dir}: {reason}"
+    check_export_dir(str(tmp_path / "new" / "serving"))  # can be made: fine, and not made
+    assert sorted(os.listdir(tmp_path)) == ["a_file"]
+    with pytest.raises(InputError, match=rf"^--feature_cache_dir={blocker}: cannot create it"):
+        run_lib.resolve(RunConfig(task="sst2", output_dir=str(tmp_path / "run"),
+                                  feature_cache_dir=str(blocker)), plugins.registry())
+    if os.geteuid() != 0:  # root may write anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(InputError, match=r"locked/serving: cannot create it \(Permission"):
+            check_export_dir(str(locked / "serving"))
+
+
+def _without_log_level(env):
+    """The environment with kerasbert's own TF_CPP_MIN_LOG_LEVEL (conftest sets one)."""
+    return {k: v for k, v in env.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
+def test_cli_export_dir_that_cannot_be_made_fails_before_training(tmp_path):
+    """The issue's case: --export_dir=<a regular file> gave the right line only after
+    training, with checkpoints/, encoder/, history.csv ... left in --output_dir."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    result = subprocess.run(
+        [sys.executable, "-m", "kerasbert.main", "--task=mrpc", "--init_checkpoint=random",
+         "--model_size=2/32/2", "--max_seq_length=32", f"--export_dir={blocker}",
+         f"--output_dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env={**_without_log_level(os.environ), "PYTHONPATH": ROOT})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"kerasbert: error: --export_dir={blocker}: cannot create it (File exists)")
+    assert result.stdout == "" and not (tmp_path / "run").exists()
 
 
 class _FullDisk(io.StringIO):
