@@ -289,7 +289,6 @@ def main(argv=None):
                         help="The version number. Default: one more than the highest "
                              "existing version (1 for a new folder).")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         path = export_run(args.run_dir, args.export_dir, args.version)
     except InputError as e:

@@ -309,7 +309,6 @@ def _analyse_runs(run_dirs, output_dir, modes, ranges):
 
 def main(argv=None):
     argv = sys.argv if argv is None else argv
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         rest = FLAGS(argv)
     except flags.Error as e:
