@@ -198,7 +198,8 @@ class RunConfig:
             need(getattr(self, flag) > 0, flag, "must be a positive integer")
         for flag in ("train_file", "predict_file"):
             path = getattr(self, flag)
-            need(path is None or os.path.isfile(path), flag, "no such file")
+            need(path is None or os.path.isfile(path), flag,
+                 "is a folder, not a file" if path and os.path.isdir(path) else "no such file")
         for flag in ("train_batch_size", "eval_batch_size"):
             value = getattr(self, flag)
             need(value is None or value > 0, flag, "must be a positive integer")

@@ -67,6 +67,20 @@ def is_chief(strategy):
                          resolver.cluster_spec().as_dict())
 
 
+def writes_outputs(strategy_name):
+    """`is_chief` before the strategy exists (a run takes its folder's lock first): from
+    TF_CONFIG, which is where MultiWorkerMirroredStrategy learns this process's role."""
+    if strategy_name != "multi_worker":
+        return True
+    config = read_tf_config()
+    task = config.get("task") or {}
+    try:
+        return is_chief_task(task.get("type"), int(task.get("index", 0)),
+                             dict(config.get("cluster") or {}))
+    except (AttributeError, TypeError, ValueError):
+        raise InputError("TF_CONFIG: task must be an object with type and index") from None
+
+
 def is_chief_task(task_type, task_id, cluster):
     """TensorFlow's convention: the `chief` task, or worker 0 when there is no chief."""
     if task_type is None or task_type == "chief":

@@ -1,12 +1,54 @@
 """Files are written whole or not at all: write beside the target, then rename."""
 
 import csv
+import errno
 import io
 import json
 import os
 import tempfile
 
 from kerasbert.errors import InputError, at
+
+
+def check_can_create(folder, flag):
+    """An InputError `{flag}={folder}: cannot create it (File exists)` (or Not a directory,
+    Permission denied: what os.makedirs would say) unless `folder` is a writable folder or
+    can be made, found without making anything."""
+    def refuse(code, what="cannot create it"):
+        raise InputError(f"{flag}={folder}: {what} ({os.strerror(code)})")
+
+    path = os.path.abspath(folder)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        refuse(errno.EEXIST)
+    existing = path
+    while not os.path.lexists(existing):  # the nearest existing folder above it
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        refuse(errno.ENOTDIR)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        refuse(errno.EACCES, "cannot write there" if existing == path else "cannot create it")
+
+
+def missing_file(path, folder, also=()):
+    """The InputError of a reader that found no file at `path` (nor at the paths in
+    `also`): a folder in its place says so; otherwise `no such file`, with what `folder`
+    holds or that it does not exist. (Raise it.)"""
+    for candidate in (path, *also):
+        if os.path.isdir(candidate):
+            return InputError(f"{at(candidate)}is a folder, not a file")
+    nor = f" (nor {', '.join(also)})" if also else ""
+    return InputError(f"{at(path)}no such file{nor}; {listing(folder)}")
+
+
+def listing(folder, limit=30):
+    """'<folder> has: a, b, c' (the first `limit` names), or that it does not exist."""
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    names = sorted(os.listdir(folder))
+    shown = ", ".join(names[:limit])
+    if len(names) > limit:
+        shown += f", ... ({len(names)} in all)"
+    return f"{folder} has: {shown or 'nothing'}"
 
 
 def atomic_write_text(path, text):

@@ -72,8 +72,8 @@ def main(argv):
 
 
 def define_plugin_flags():
-    """Lets every plugin define its flags (before parsing); quiets TF's start-up logs."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
+    """Lets every plugin define its flags (before parsing); quiets TF's Python INFO logs
+    (its C++ start-up lines are kept off stderr earlier: kerasbert/startup.py)."""
     std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)  # checkpoint INFO spam
     registry = plugins.registry(_blocked_plugins(sys.argv))
     registry.manager.hook.kerasbert_define_flags(flag_values=FLAGS)

@@ -1,6 +1,8 @@
 """One run of a task, end to end, as named stages in the order of DESIGN.md's flow:
 
     config    the task, head and kind from the registry; the task's recipe filled in
+    folder    --output_dir taken for this process (run_folder.lock: a second run on it
+              refuses) and checked (a finished run, a foreign folder: refused now)
     strategy  tf.distribute, seeds, precision (before any variable exists)
     data      the encoder's tokenizer; each split read and featurized (or streamed)
     model     encoder + head, built under the strategy
@@ -13,6 +15,7 @@
 call `execute(config)`; nothing imports the CLI.
 """
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -25,10 +28,16 @@ from kerasbert.config import configure_task
 from kerasbert.data import pipeline, streaming
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
-from kerasbert.export.saved_model import export_run, find_export, kind_export
+from kerasbert.export.saved_model import (
+    check_export_dir,
+    export_run,
+    find_export,
+    kind_export,
+)
 from kerasbert.heads.feature_bilstm import attach_cached_features
+from kerasbert.io_utils import check_can_create
 from kerasbert.model import builder, encoders
-from kerasbert.training import run_state, precision
+from kerasbert.training import precision, run_state
 from kerasbert.training.loop import Timer, Trainer
 from kerasbert.training.phases import PhaseRunner
 
@@ -60,9 +69,29 @@ def resolve(config, registry):
     configure_task(task, config)
     head_spec = registry.head(config.head)
     builder.check_head_fits(task, head_spec)
-    if config.export_dir:
+    if config.export_dir:  # found now, not after training
         kind_export(task)
+        check_export_dir(config.export_dir)
+    if config.feature_cache_dir:
+        check_can_create(config.feature_cache_dir, "--feature_cache_dir")
     return task, config, head_spec
+
+
+# --- folder ------------------------------------------------------------------------------
+
+def take_output_dir(config):
+    """--output_dir held for this run (a context manager) and checked, before any heavy
+    work: a second run on it refuses, naming this process (run_folder.lock). Non-chief
+    workers of a multi-worker run write into a temporary folder and take nothing."""
+    if not distribute.writes_outputs(config.distribution_strategy):
+        return contextlib.nullcontext()
+    held = run_folder.lock(config.output_dir)
+    try:
+        run_folder.check(config)  # a finished run, another run's settings, foreign files
+    except BaseException:
+        held.release()
+        raise
+    return held
 
 
 # --- strategy ----------------------------------------------------------------------------
@@ -244,6 +273,11 @@ def execute(config, registry=None):
     """Runs one task end to end; returns the final dev metrics (a dict)."""
     registry = registry or plugins.registry()
     task, config, head_spec = resolve(config, registry)
+    with take_output_dir(config):
+        return _execute(config, registry, task, head_spec)
+
+
+def _execute(config, registry, task, head_spec):
     strategy, config = start_strategy(config)
     with strategy.scope():
         encoder = load_encoder(config)

@@ -10,6 +10,7 @@ the readers and writers of a run's config, metrics, history and eval results.
             trajectory/       weights along training (--save_trajectory_every)
             export.json       where the run's SavedModel went (--export_dir)
             report.md, curves.png, failed.json (a sweep's diverged run), sweep_pruned.json
+            .kerasbert.lock   while a process uses the folder (see `lock`)
     <sweep>/ runs/<lr…-r…>/ (one run folder each), sweep.json, sweep.csv, sweep.png, report.md
 
 Nothing else in kerasbert spells these names: a module that reads or writes a run's
@@ -17,9 +18,13 @@ files asks this one.
 """
 
 import dataclasses
+import fcntl
 import json
 import os
+import shlex
 import shutil
+import socket
+import sys
 
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError, at
@@ -42,6 +47,7 @@ REPORT = "report.md"
 CURVES = "curves.png"
 FAILED = "failed.json"
 PRUNED = "sweep_pruned.json"  # written by a sweep when it dropped a run's large files
+LOCK = ".kerasbert.lock"  # flock-ed by the process using the folder; names its pid (`lock`)
 ENCODER_DIR = "encoder"
 CHECKPOINT_DIR = "checkpoints"
 TENSORBOARD_DIR = "tensorboard"
@@ -209,15 +215,13 @@ RESUMABLE_CHANGES = ("overwrite_output_dir", "do_predict", "export_dir", "eval_b
                      "save_checkpoints_steps")
 
 
-def prepare(config):
-    """Makes --output_dir ready: a new or empty folder is used; an unfinished run with the
-    same settings resumes; a finished run, one with other settings, or a folder of other
-    files needs --overwrite_output_dir (which removes a kerasbert run's files, never
-    anyone else's)."""
+def check(config):
+    """The refusals of `prepare`, touching nothing: (finished, is_run) of --output_dir.
+    A run calls it as soon as it holds the folder's lock, before the encoder loads."""
     out = config.output_dir
     finished = is_finished(out)
     is_run = os.path.exists(path(out, RUN_CONFIG))
-    foreign = os.path.isdir(out) and bool(os.listdir(out)) and not is_run and not finished
+    foreign = os.path.isdir(out) and bool(_contents(out)) and not is_run and not finished
     if not config.overwrite_output_dir:
         if finished:
             raise InputError(f"--output_dir={out}: holds a finished run; pass "
@@ -233,6 +237,16 @@ def prepare(config):
                     f"--output_dir={out}: holds an unfinished run started with "
                     f"--{k}={saved} (now {now}); use the same flags to resume it, or pass "
                     "--overwrite_output_dir to start over")
+    return finished, is_run
+
+
+def prepare(config):
+    """Makes --output_dir ready: a new or empty folder is used; an unfinished run with the
+    same settings resumes; a finished run, one with other settings, or a folder of other
+    files needs --overwrite_output_dir (which removes a kerasbert run's files, never
+    anyone else's)."""
+    out = config.output_dir
+    finished, is_run = check(config)
     try:
         os.makedirs(out, exist_ok=True)
         probe = path(out, ".write_test")
@@ -243,7 +257,12 @@ def prepare(config):
         raise InputError(f"--output_dir={out}: cannot write there ({e.strerror})") from None
     if config.overwrite_output_dir and (finished or is_run):
         # Start over: the old run's results and checkpoints must not mix with the new.
-        clear(out, os.listdir(out))
+        clear(out, _contents(out))
+
+
+def _contents(folder):
+    """The names in `folder` but the lock of the process using it."""
+    return [name for name in os.listdir(folder) if name != LOCK]
 
 
 def clear(folder, names):
@@ -254,3 +273,117 @@ def clear(folder, names):
             shutil.rmtree(target)
         elif os.path.exists(target):
             os.remove(target)
+
+
+# --- Who is using a folder ---------------------------------------------------------------
+
+class FolderLock:
+    """A folder taken by this process (see `lock`); `release()` or a `with` block gives it
+    back. The kernel gives it back too when the process ends, however it ends."""
+
+    def __init__(self, folder, fd, created):
+        self.folder, self._fd, self._created = folder, fd, created
+
+    def release(self):
+        if self._fd is None:
+            return
+        try:  # removed while still held: a process that opened it meanwhile takes it anew
+            os.remove(path(self.folder, LOCK))
+        except OSError:
+            pass
+        for folder in self._created:  # deepest first; only what nothing else went into
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def lock(folder, flag="--output_dir", optional=False):
+    """Takes `folder` for this process, or refuses: an exclusive `flock` on
+    <folder>/.kerasbert.lock, held until release (or until the process ends: the kernel
+    drops it on any exit, SIGKILL included, so a killed run never blocks its own resume).
+    The file says who holds it (pid, host, command); another process holding it is an
+    InputError naming the folder and that process, before anything is written.
+
+    A folder that does not exist is created (it cannot be written: an InputError), and
+    removed again on release if only the lock went into it, so a run refused for bad input
+    leaves nothing behind. `optional`: a folder the process only reads and cannot write to
+    is used without a lock."""
+    created = []
+    for _ in range(100):  # only a holder removing the file or folder meanwhile repeats it
+        created = _missing_folders(folder) or created
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(path(folder, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            _remove_empty(created)
+            if optional and os.path.isdir(folder):
+                return FolderLock(folder, None, [])
+            raise InputError(f"{flag}={folder}: cannot write there ({e.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe_holder(fd)
+            os.close(fd)
+            raise InputError(f"{flag}={folder}: in use by {holder}; wait for it to end, or "
+                             "stop it") from None
+        try:  # still the file in place (its holder may have removed it as we opened it)?
+            current = os.stat(path(folder, LOCK))
+        except FileNotFoundError:
+            current = None
+        if current is not None and os.path.samestat(current, os.fstat(fd)):
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps(_holder()).encode() + b"\n")
+            return FolderLock(folder, fd, created)
+        os.close(fd)
+    raise InputError(f"{flag}={folder}: cannot take its lock {LOCK}")
+
+
+def _holder():
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if argv:
+        argv[0] = os.path.basename(argv[0])
+    command = " ".join(shlex.join(argv).split())  # one line, whatever `python -c` ran
+    return {"pid": os.getpid(), "host": socket.gethostname(), "command": command}
+
+
+def _describe_holder(fd):
+    """'process 1234 (python -m kerasbert.main --task=...)', from the lock file."""
+    try:
+        holder = json.loads(os.pread(fd, 65536, 0).decode("utf-8"))
+        pid, host, command = holder["pid"], holder.get("host"), holder.get("command", "")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"  # it took the lock a moment ago and is writing its name
+    where = f" on {host}" if host and host != socket.gethostname() else ""
+    return f"process {pid}{where}" + (f" ({command})" if command else "")
+
+
+def _missing_folders(folder):
+    """`folder` and those of its parents that do not exist, deepest first."""
+    missing = []
+    folder = os.path.abspath(folder)
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def _remove_empty(folders):
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            break

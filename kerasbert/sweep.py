@@ -14,13 +14,14 @@ after every run. Started again with the same command, a sweep skips finished run
 refuses a run folder that was trained with other settings.
 """
 
+import contextlib
 import dataclasses
 import math
 import os
 import shutil
 import statistics
 
-from kerasbert import plugins, report, run_folder
+from kerasbert import distribute, plugins, report, run_folder
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.export import saved_model
@@ -181,8 +182,17 @@ def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, l
     task = registry.task(base.task)
     base = base.resolved(task)
     export_dir = base.export_dir
+    if export_dir:  # the best run is exported at the end: what can fail, fails now
+        saved_model.kind_export(task, registry)
+        saved_model.check_export_dir(export_dir)
     plan = plan_sweep(base, rates or (base.learning_rate,), num_restarts)
-    metric = task.main_metric
+    # A second sweep (or run, or landscape) on the folder refuses, naming this process.
+    with (run_folder.lock(base.output_dir) if distribute.writes_outputs(
+            base.distribution_strategy) else contextlib.nullcontext()):
+        return _run_plan(base, plan, task.main_metric, export_dir, registry, execute, log)
+
+
+def _run_plan(base, plan, metric, export_dir, registry, execute, log):
     prepare_sweep_dir(base)
     for run in plan:  # every conflict is reported before anything trains
         check_same_settings(run)

@@ -11,19 +11,23 @@ tests/test_main.py), the CLI's one line and exit 2 (tests/test_main.py).
 import errno
 import io
 import os
+import subprocess
+import sys
 
 import pytest
 
 import kerasbert
-from kerasbert import io_utils, run_folder
+from kerasbert import io_utils, plugins, run_folder
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
+from kerasbert.export.saved_model import check_export_dir
 from kerasbert.model import encoders
 from kerasbert.tasks import conll, glue, squad, swag
 
 SAMPLES = os.path.join(os.path.dirname(kerasbert.__file__), "data", "samples")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(kerasbert.__file__)))
 
 
 def _cut(source, target, line, keep):
@@ -75,6 +79,25 @@ def test_mixed_label_types(tmp_path, label):
         glue.TASKS["sst2"].read_examples(str(tmp_path), "train")
 
 
+@pytest.mark.parametrize("task, name, split", [
+    (glue.TASKS["sst2"], "train.tsv", "train"),
+    (conll.ConllTask(), "train.txt", "train"),
+    (swag.SwagTask(), "train.csv", "train"),
+    (squad.TASKS["squad_v1"], "dev-v1.1.json", "dev"),
+])
+def test_a_folder_where_a_file_is_expected_is_named_as_a_folder(tmp_path, task, name, split):
+    (tmp_path / name).mkdir()  # not `no such file ...; <folder> has: ..., train.tsv`
+    with pytest.raises(InputError) as info:
+        task.read_examples(str(tmp_path), split)
+    assert str(info.value) == f"{tmp_path / name}: is a folder, not a file"
+    with pytest.raises(InputError, match=rf"^--train_file={tmp_path}: is a folder, not a file$"):
+        RunConfig(task="sst2", output_dir=str(tmp_path / "run"), train_file=str(tmp_path))
+    (tmp_path / name).rmdir()  # a missing file still lists what the folder holds
+    (tmp_path / "other.txt").write_text("")
+    with pytest.raises(InputError, match=rf"{name}: no such file.*; {tmp_path} has: other\.txt$"):
+        task.read_examples(str(tmp_path), split)
+
+
 def test_vocabulary_larger_than_the_checkpoint(tmp_path):
     loaded = encoders.random_encoder("2/32/2")
     vocab = tmp_path / "vocab.txt"
@@ -93,6 +116,47 @@ def test_output_dir_that_cannot_be_written(tmp_path):
     config = RunConfig(task="sst2", output_dir=str(blocker / "run"))
     with pytest.raises(InputError, match=rf"--output_dir={blocker / 'run'}: cannot write there"):
         run_folder.prepare(config)
+
+
+def test_export_dir_that_cannot_be_made_is_found_without_making_anything(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    for export_dir, reason in ((blocker, "cannot create it (File exists)"),
+                               (blocker / "serving", "cannot create it (Not a directory)")):
+        with pytest.raises(InputError) as info:
+            check_export_dir(str(export_dir))
+        assert str(info.value) == f"--export_dir={export_dir}: {reason}"
+    check_export_dir(str(tmp_path / "new" / "serving"))  # can be made: fine, and not made
+    assert sorted(os.listdir(tmp_path)) == ["a_file"]
+    with pytest.raises(InputError, match=rf"^--feature_cache_dir={blocker}: cannot create it"):
+        run_lib.resolve(RunConfig(task="sst2", output_dir=str(tmp_path / "run"),
+                                  feature_cache_dir=str(blocker)), plugins.registry())
+    if os.geteuid() != 0:  # root may write anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(InputError, match=r"locked/serving: cannot create it \(Permission"):
+            check_export_dir(str(locked / "serving"))
+
+
+def _without_log_level(env):
+    """The environment with kerasbert's own TF_CPP_MIN_LOG_LEVEL (conftest sets one)."""
+    return {k: v for k, v in env.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
+def test_cli_export_dir_that_cannot_be_made_fails_before_training(tmp_path):
+    """The issue's case: --export_dir=<a regular file> gave the right line only after
+    training, with checkpoints/, encoder/, history.csv ... left in --output_dir."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    result = subprocess.run(
+        [sys.executable, "-m", "kerasbert.main", "--task=mrpc", "--init_checkpoint=random",
+         "--model_size=2/32/2", "--max_seq_length=32", f"--export_dir={blocker}",
+         f"--output_dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300,
+        check=False, cwd=ROOT, env={**_without_log_level(os.environ), "PYTHONPATH": ROOT})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [  # and TF's start-up lines are gone
+        f"kerasbert: error: --export_dir={blocker}: cannot create it (File exists)"]
+    assert result.stdout == "" and not (tmp_path / "run").exists()
 
 
 class _FullDisk(io.StringIO):
@@ -124,4 +188,4 @@ def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch)
         run_lib.execute(RunConfig(task="sst2", output_dir=str(out), init_checkpoint="random",
                                    model_size="2/32/2", max_seq_length=32,
                                    max_train_examples=8, max_eval_examples=8))
-    assert os.listdir(out) == []
+    assert not out.exists()  # the folder it made for the run is gone again

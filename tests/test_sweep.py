@@ -190,6 +190,17 @@ def test_resume_runs_only_what_is_missing_and_refuses_other_settings(tmp_path):
     assert os.listdir(tmp_path / "sweep" / "runs") == ["lr0.001-r0"]
 
 
+def test_an_export_dir_that_cannot_be_made_is_refused_before_the_first_run(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    calls = []
+    with pytest.raises(InputError, match=rf"^--export_dir={blocker}: cannot create it "
+                                         r"\(File exists\)$"):
+        sweep.run_sweep(_base(tmp_path, export_dir=str(blocker)), "1e-3", 1,
+                        execute=_fake_execute(calls), log=lambda _: None)
+    assert calls == [] and not (tmp_path / "sweep").exists()
+
+
 def test_sweep_flags_that_contradict_are_refused(tmp_path):
     with pytest.raises(InputError, match="--learning_rate=0.001: a sweep takes"):
         sweep.run_sweep(_base(tmp_path, learning_rate=1e-3), "1e-3,2e-3", 1, execute=None)
@@ -258,10 +269,8 @@ def test_cli_runs_a_sweep(tmp_path):
 
 
 def test_export_dir_exports_only_the_best_run(tmp_path, monkeypatch):
-    from kerasbert.export import saved_model
-
     exported = []
-    monkeypatch.setattr(saved_model, "export_run",
+    monkeypatch.setattr(sweep, "export_run",  # the name the sweep calls
                         lambda run_dir, export_dir, registry=None: exported.append(
                             (run_dir, export_dir)) or os.path.join(export_dir, "1"))
     calls = []

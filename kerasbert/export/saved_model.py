@@ -55,7 +55,7 @@ import tensorflow as tf
 from kerasbert import plugins, run_folder
 from kerasbert.config import configure_task
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_json
+from kerasbert.io_utils import atomic_write_json, check_can_create
 from kerasbert.model.builder import rebuild_trained_model
 
 METADATA = os.path.join("assets.extra", "kerasbert.json")  # TF Serving ignores the rest of it
@@ -227,6 +227,13 @@ def next_version(export_dir):
     return max(existing_versions(export_dir), default=0) + 1
 
 
+def check_export_dir(export_dir):
+    """The InputError `export_run` would give for an `export_dir` that cannot be made or
+    written (a file in its place or above it, no permission), found without creating
+    anything: a run checks it before training."""
+    check_can_create(export_dir, "--export_dir")
+
+
 def export_run(run_dir, export_dir, version=None, registry=None):
     """Exports a finished run as `<export_dir>/<version>/`; returns that folder.
 
@@ -243,6 +250,7 @@ def export_run(run_dir, export_dir, version=None, registry=None):
     if os.path.exists(target):
         raise InputError(f"{at(target)}version {version} already exists; versions are "
                          "immutable once TF Serving may have loaded them: pick another")
+    check_export_dir(export_dir)
     run = load_run(run_dir, registry)  # every input problem surfaces before export_dir is touched
     try:
         os.makedirs(export_dir, exist_ok=True)
@@ -281,7 +289,6 @@ def main(argv=None):
                         help="The version number. Default: one more than the highest "
                              "existing version (1 for a new folder).")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         path = export_run(args.run_dir, args.export_dir, args.version)
     except InputError as e:

@@ -16,6 +16,7 @@ The runs must have been trained with --save_trajectory_every=N. A compared run (
 same task from --init_checkpoint=random) is drawn beside the first on the same scales.
 """
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -25,6 +26,7 @@ import numpy as np
 from absl import flags
 from scipy import stats
 
+from kerasbert import run_folder
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import (
     atomic_write_csv,
@@ -275,6 +277,20 @@ def run_cli():
         if not os.path.isdir(d):
             raise InputError(f"{at(d)}no such run folder")
     output_dir = FLAGS.output_dir or os.path.join(FLAGS.run_dir, "landscape")
+    with contextlib.ExitStack() as held:  # a training run or a second landscape refuses
+        seen = set()
+        for flag, folder in (("--run_dir", FLAGS.run_dir),
+                             ("--compare_run_dir", FLAGS.compare_run_dir),
+                             ("--output_dir", output_dir)):
+            if folder and os.path.realpath(folder) not in seen:
+                seen.add(os.path.realpath(folder))
+                # The runs are only read: one on read-only storage is read without a lock.
+                held.enter_context(run_folder.lock(folder, flag,
+                                                   optional=flag != "--output_dir"))
+        return _analyse_runs(run_dirs, output_dir, modes, ranges)
+
+
+def _analyse_runs(run_dirs, output_dir, modes, ranges):
     results, labels, task = [], [], None
     for d in run_dirs:
         run = run_lib.load(d, FLAGS.data_dir, FLAGS.train_sample, FLAGS.dev_sample, FLAGS.seed)
@@ -294,7 +310,6 @@ def run_cli():
 
 def main(argv=None):
     argv = sys.argv if argv is None else argv
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         rest = FLAGS(argv)
     except flags.Error as e:

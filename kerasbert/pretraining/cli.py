@@ -1,7 +1,6 @@
 """Shared CLI plumbing of `kerasbert.pretraining.create_data` and `kerasbert.pretrain`:
 an input error becomes one line on stderr and exit status 2, as in `kerasbert.main`."""
 
-import os
 import sys
 
 from absl import app, flags
@@ -10,8 +9,6 @@ from kerasbert.errors import InputError, TrainingError
 
 
 def run(main, prog):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
     def guarded(argv):
         if len(argv) > 1:
             print(f"{prog}: error: unexpected arguments: {' '.join(argv[1:])}", file=sys.stderr)

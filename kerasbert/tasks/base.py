@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from kerasbert.errors import InputError, at
+from kerasbert.io_utils import missing_file
 
 # Task kinds: a head declares the kinds it can serve, the training loop picks the loss.
 # The model's outputs and the labels of Features, per kind:
@@ -46,18 +47,7 @@ def split_file(data_dir: str, *names: str) -> str:
     for path in candidates:
         if os.path.isfile(path):
             return path
-    nor = f" (nor {', '.join(candidates[1:])})" if len(candidates) > 1 else ""
-    raise InputError(f"{at(candidates[0])}no such file{nor}; {_listing(data_dir)}")
-
-
-def _listing(folder: str, limit: int = 30) -> str:
-    if not os.path.isdir(folder):
-        return f"the folder {folder} does not exist"
-    names = sorted(os.listdir(folder))
-    shown = ", ".join(names[:limit])
-    if len(names) > limit:
-        shown += f", ... ({len(names)} in all)"
-    return f"{folder} has: {shown or 'nothing'}"
+    raise missing_file(candidates[0], data_dir, also=candidates[1:])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -65,14 +65,24 @@ def _read_lines(path: str):
 
 
 def _parse_columns(path: str, lines):
-    """Yields (line number, fields) of word lines and (line number, None) at sentence breaks."""
+    """Yields (line number, fields) of word lines and (line number, None) at sentence breaks.
+    Every word line has as many columns as the first (conlleval refuses a file that mixes
+    them): another count is an InputError (a one-column line is left to the caller)."""
+    first = None  # (columns, line number) of the first word line
     for number, line in enumerate(lines, start=1):
         line = line.strip(" \t\r\n")
         fields = _FIELDS.split(line) if line else []
         if not fields or fields[0] == DOCSTART:
             yield number, None
-        else:
-            yield number, fields
+            continue
+        if len(fields) > 1:
+            first = first or (len(fields), number)
+            if len(fields) != first[0]:
+                raise InputError(
+                    f"{at(path, number)}{len(fields)} columns, but line {first[1]} has "
+                    f"{first[0]}; every line of the file has the same columns (`word POS "
+                    f"chunk NER`, the tag last): {line!r}")
+        yield number, fields
 
 
 def iter_sentences(path: str, labels: Sequence[str] = LABELS):

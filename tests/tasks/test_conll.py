@@ -83,7 +83,7 @@ def test_reader_iob2_with_docstart_trailing_spaces_crlf_and_no_final_blank(tmp_p
             "Peter NNP B-NP B-PER\t\r\n"
             "Blackburn NNP I-NP I-PER\r\n"
             "-DOCSTART- -X- -X- O\r\n"      # a document break also ends a sentence
-            "Oslo B-LOC")                   # two columns, and no final newline
+            "Oslo NNP B-NP B-LOC")          # no final newline
     path = write(tmp_path, "train.txt", text)
     with caplog.at_level(logging.INFO, logger="kerasbert.tasks.conll"):
         examples = TASK.read_examples(str(tmp_path), "train")
@@ -158,6 +158,26 @@ def test_reader_bad_lines(tmp_path, text, where, message):
     with pytest.raises(InputError, match=rf"^{path}:{where}: .*") as info:
         TASK.read_examples(str(tmp_path), "train")
     assert message in str(info.value)
+
+
+def test_a_line_with_another_number_of_columns_is_refused_where_it_is(tmp_path):
+    # The case: line 52 of the bundled sample, `. . O O`, cut to `. . O`: its last
+    # column was read as the tag. conlleval refuses files that mix column counts.
+    with open(os.path.join(TASK.sample_dir(), "train.txt"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    assert lines[51] == ". . O O"
+    lines[51] = ". . O"
+    path = write(tmp_path, "train.txt", "\n".join(lines))
+    expected = (rf"^{path}:52: 3 columns, but line 3 has 4; every line of the file has the "
+                r"same columns \(`word POS chunk NER`, the tag last\): '\. \. O'$")
+    with pytest.raises(InputError, match=expected):
+        TASK.read_examples(str(tmp_path), "train")
+    with pytest.raises(InputError, match=expected):  # the streaming reader, as it is read
+        list(TASK.iter_file(path, "train"))
+    # More columns than the others, and a two-column file, are refused the same way.
+    write(tmp_path, "valid.txt", "EU B-ORG\nrejects VBZ B-VP O\n")
+    with pytest.raises(InputError, match=r"valid\.txt:2: 4 columns, but line 1 has 2"):
+        TASK.read_examples(str(tmp_path), "valid")
 
 
 def test_reader_file_problems(tmp_path):
