@@ -70,7 +70,7 @@ def resolve(config, registry):
     head_spec = registry.head(config.head)
     builder.check_head_fits(task, head_spec)
     if config.export_dir:  # found now, not after training
-        kind_export(task)
+        kind_export(task, registry)
         check_export_dir(config.export_dir)
     if config.feature_cache_dir:
         check_can_create(config.feature_cache_dir, "--feature_cache_dir")
