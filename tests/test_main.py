@@ -1,5 +1,6 @@
 """End-to-end runs of `kerasbert.main` on a tiny random model and the bundled samples."""
 
+import copy
 import csv
 import json
 import os
@@ -110,7 +111,9 @@ def test_squad_fine_tunes_decodes_and_scores(tmp_path, task, keys):
     from kerasbert import plugins
     from kerasbert.data.tokenization import WordPieceTokenizer
 
-    squad_task = plugins.registry().task(task).configure(max_query_length=16, doc_stride=24)
+    # A copy: configuring the registry's shared task would leak into later tests.
+    squad_task = copy.copy(plugins.registry().task(task)).configure(max_query_length=16,
+                                                                     doc_stride=24)
     examples = squad_task.read_examples(squad_task.sample_dir(), "train")[:16]
     tokenizer = WordPieceTokenizer(str(out / "encoder" / "vocab.txt"))
     rows = len(squad_task.featurize(examples, tokenizer, 64).inputs["token_ids"])

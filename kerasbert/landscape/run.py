@@ -5,6 +5,7 @@ the run's config, its `encoder/`, the registered head, `model.weights.h5`), and 
 are read the way the run read them (`kerasbert.run.read_split`).
 """
 
+import copy
 import dataclasses
 import os
 
@@ -62,7 +63,7 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
         raise InputError(f"--data_dir={data_dir}: no such folder")
     config = dataclasses.replace(config, data_dir=data_dir)
     registry = registry or plugins.registry()
-    task = registry.task(config.task)
+    task = copy.copy(registry.task(config.task))  # the run's options, not the shared task's
     if not registry.kind_of(task).row_metrics:
         supported = sorted(name for name, (kind, _) in registry.kinds.items() if kind.row_metrics)
         raise InputError(f"--run_dir={run_dir}: a {task.kind} task ({task.name}); the landscape "
