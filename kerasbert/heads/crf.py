@@ -1,4 +1,4 @@
-"""A linear-chain CRF over K tags in TF ops.
+"""A linear-chain CRF over K tags in TF ops, and the mixin that puts one on a tagging head.
 
 The CRF (Lafferty et al. 2001) scores a tag sequence y_1..y_n on a row's chain positions
 t_1 < ... < t_n as
@@ -11,14 +11,18 @@ chain may have gaps and any length; an empty chain has score 0 and log Z = 0. La
 the chain are unobserved: the likelihood sums over their tags (a partially labelled chain).
 
 Forbidden transitions and starts (`allowed`, `allowed_start`, IOB2's from `iob2_allowed`)
-score FORBIDDEN, so no probability mass and no Viterbi path goes through them. All the
-arithmetic is float32 whatever the emissions' dtype: Z sums exponentials of whole-sequence
-scores, and float16's 11 significant bits would lose the gold path's score against it.
+score FORBIDDEN in the likelihood (no probability mass goes through them) and -inf in
+Viterbi (no decoded path takes one while any allowed path exists). All the arithmetic is
+float32 whatever the emissions' dtype: the loss is the difference of two whole-sentence
+log-scores of a few hundred, where float16's values are 0.25 apart (256-512).
 """
 
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import flags
+
+from kerasbert.tasks.base import PADDING_LOGIT
 
 # exp(-1e4) underflows to 0 in float32 (whose smallest value is about e^-103), so a path
 # through a forbidden transition has probability 0, yet every log-sum-exp stays finite, and
@@ -106,6 +110,7 @@ class CRF(keras.layers.Layer):
     def __init__(self, num_tags, allowed=None, allowed_start=None, **kwargs):
         kwargs.setdefault("dtype", "float32")  # float32 also under mixed_float16
         super().__init__(**kwargs)
+        self.supports_masking = True  # a masked LSTM's Keras mask passes; `chain` is its own
         self.num_tags = int(num_tags)
         self.allowed = None if allowed is None else np.asarray(allowed, bool)
         self.allowed_start = None if allowed_start is None else np.asarray(allowed_start, bool)
@@ -117,13 +122,14 @@ class CRF(keras.layers.Layer):
         self.start = self.add_weight(shape=(k,), initializer="zeros", autocast=False,
                                      name="start")
         self.end = self.add_weight(shape=(k,), initializer="zeros", autocast=False, name="end")
+        self.built = True  # its weights do not depend on the inputs
 
-    def potentials(self, start_constrained=True):
-        """(transitions, start, end) as float32 tensors, forbidden entries at FORBIDDEN.
+    def potentials(self, start_constrained=True, forbidden=FORBIDDEN):
+        """(transitions, start, end) as float32 tensors, forbidden entries at `forbidden`.
         `start_constrained` [B] (or a bool): per row, whether the start constraint holds."""
         def constrain(value, allowed):
             value = tf.convert_to_tensor(value, tf.float32)
-            return value if allowed is None else tf.where(allowed, value, FORBIDDEN)
+            return value if allowed is None else tf.where(allowed, value, forbidden)
 
         transitions = constrain(self.transitions, self.allowed)
         start = tf.convert_to_tensor(self.start, tf.float32)
@@ -152,7 +158,8 @@ class CRF(keras.layers.Layer):
 
     def viterbi(self, emissions, chain):
         """(tags int32 [B, S], -1 off the chain; the best path's score float32 [B])."""
-        return viterbi(tf.cast(emissions, tf.float32), chain, *self.potentials())
+        return viterbi(tf.cast(emissions, tf.float32), chain,
+                       *self.potentials(forbidden=-float("inf")))
 
     def call(self, emissions, chain):
         return self.viterbi(emissions, chain)[0]
@@ -165,3 +172,81 @@ class CRF(keras.layers.Layer):
                                      else self.allowed_start.tolist()))
         return config
 
+
+# ---- on a tagging head -----------------------------------------------------------------------
+
+CONSTRAINTS = ("iob2", "none")
+
+
+def chain_positions(padding_mask):
+    """What a tagging row's CRF chains over: its real tokens but the first and the last
+    (every tagging row is [CLS] word pieces [SEP])."""
+    real = tf.cast(padding_mask, tf.bool)
+    length = tf.reduce_sum(tf.cast(real, tf.int32), axis=-1, keepdims=True)
+    position = tf.range(tf.shape(real)[-1])[None]
+    return real & (position > 0) & (position < length - 1)
+
+
+class CRFTagging:
+    """Mixin for a tagging head layer (the class after it in the bases computes per-token
+    logits in `call`): the logits become the emissions of a CRF over every word piece.
+
+    Training (training=True) returns the emissions; `per_example_loss` (which the training
+    loop prefers to the kind's, kerasbert/kinds/base.py) is the CRF's negative
+    log-likelihood of the labelled positions — each word's first piece — summed over the
+    tags of the unlabelled ones (the other pieces of a word, and the words at a window's
+    edges that another window labels), divided by the labelled positions: at initialisation
+    (zero transitions, no constraint) it equals the softmax tagger's loss, so its recipe's
+    learning rates carry over. Inference returns 0 on the Viterbi path and PADDING_LOGIT
+    elsewhere, so the kind's argmax at each word's first piece reads the path (evaluation,
+    prediction files and the exported tagging graph unchanged), and its softmax gives
+    probability 1 to the decoded tag.
+
+    Why every word piece and not the first pieces only: the model does not know at
+    inference where words start (a CoNLL word such as "U.S." is several pieces none of
+    which is a "##" continuation), and chaining over what it knows keeps the model's inputs
+    those of every other head. Consequences: transitions are learned between consecutive
+    pieces; Viterbi maximises over the unlabelled pieces' tags too, where training sums
+    over them; and IOB2 constraints hold piece to piece, so a word tagged O followed by a
+    word tagged I-X needs a B-X on a piece in between (conlleval reads such an I-X as B-X).
+    """
+
+    def __init__(self, num_outputs, *args, labels=(), constraints="iob2", **kwargs):
+        super().__init__(num_outputs, *args, **kwargs)
+        if constraints not in CONSTRAINTS:
+            raise ValueError(f"constraints must be one of {CONSTRAINTS}, not {constraints!r}")
+        if labels and len(labels) != num_outputs:
+            raise ValueError(f"{len(labels)} labels for {num_outputs} outputs")
+        self.labels, self.constraints = tuple(labels), constraints
+        allowed = iob2_allowed(self.labels) if constraints == "iob2" and labels else (None, None)
+        self.crf = CRF(num_outputs, *allowed, name="crf")
+
+    def emissions(self, features, training=False):
+        return super().call(features, training=training)
+
+    def call(self, features, training=False):
+        emissions = self.emissions(features, training=training)
+        if training:
+            return emissions
+        tags = self.crf(emissions, chain_positions(features["padding_mask"]))
+        return tf.where(tf.one_hot(tags, self.crf.num_tags) > 0, 0.0, PADDING_LOGIT)
+
+    def per_example_loss(self, labels, outputs, inputs):
+        labels = tf.cast(labels, tf.int32)
+        chain = chain_positions(inputs["padding_mask"])
+        labelled = tf.reduce_sum(tf.cast(chain & (labels >= 0), tf.float32), axis=-1)
+        return self.crf.nll(outputs, labels, chain) / tf.maximum(labelled, 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(labels=list(self.labels), constraints=self.constraints)
+        return config
+
+
+def define_constraints_flag(head, flag_values):
+    """`--<head>_constraints`, for a CRF head's kerasbert_define_flags."""
+    flags.DEFINE_enum(
+        f"{head}_constraints", "iob2", CONSTRAINTS,
+        f"Transitions the {head} head's CRF forbids: iob2 (I-X only after B-X or I-X, and "
+        "not first in a row; the tags must be IOB2, as CoNLL's are once read) or none.",
+        flag_values=flag_values)
