@@ -226,8 +226,9 @@ def test_served_tags_equal_the_runs_own_tagger(exported, served, name):
         assert set(out["tags"][row * width + n: (row + 1) * width]) <= {""}
     assert len(set(out["tags"]) - {""}) >= 2  # the model tells words apart
     # The run's own evaluation wrote the same tags for the valid sentences served first.
-    written = open(os.path.join(e.run_dir, "valid_predictions.txt")).read().strip()
-    for row, sentence in enumerate(written.split("\n\n")[:10]):
+    with open(os.path.join(e.run_dir, "valid_predictions.txt")) as f:
+        written = f.read().strip().split("\n\n")
+    for row, sentence in enumerate(written[:10]):
         tags = [line.split()[-1] for line in sentence.splitlines()]
         assert out["tags"][row * width: row * width + len(tags)] == tags
 
