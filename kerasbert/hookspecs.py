@@ -39,6 +39,7 @@ class HeadContext:
     dropout: float  # the encoder's dropout rate, a sensible default for the head
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # head flags
     seed: int | None = None  # for initialisers, so restarts differ only by seed
+    labels: Sequence[str] = ()  # the task's label names, in output order (none: regression)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +58,11 @@ class HeadSpec:
       - tagging: per-token logits [batch, seq, num_outputs]
     Two optional attributes of the built layer: `needs_all_layers = True` adds
     `all_layers` (embeddings and every transformer layer's output) to the features;
-    `trains_backbone = False` keeps the encoder frozen in every phase.
+    `trains_backbone = False` keeps the encoder frozen in every phase. An optional method,
+    `per_example_loss(labels, outputs, inputs)` -> float32 [batch], is the head's own
+    training loss on its `call(training=True)` outputs, used instead of the kind's; the
+    head's inference outputs stay in the layout above, decoded by the kind as usual (see
+    kerasbert/kinds/base.py: a CRF head returns its Viterbi path as the argmax).
     """
 
     name: str

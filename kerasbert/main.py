@@ -34,10 +34,13 @@ def _blocked_plugins(argv):
     return ()
 
 
-def head_options(flag_values, head_name):
+def head_options(flag_values, head_name, heads=()):
+    """The head's own flags: those named `<head_name>_...`, but not another head's whose
+    name begins so too (tagger's are not tagger_crf's, bimpm's not bimpm_no_context's)."""
     prefix = head_name + "_"
+    others = tuple(f"{h}_" for h in heads if h.startswith(prefix))
     return {name: flag_values[name].value for name in flag_values
-            if name.startswith(prefix)}
+            if name.startswith(prefix) and not name.startswith(others)}
 
 
 def main(argv):
@@ -63,7 +66,7 @@ def main(argv):
     if FLAGS.output_dir is None:  # a fresh folder per run, so the bare command always works
         FLAGS.output_dir = os.path.join(
             "kerasbert_runs", f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
+    config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head, registry.heads))
     if FLAGS.learning_rates or FLAGS.num_restarts != 1:  # a grid of runs
         sweep.run_sweep(config, FLAGS.learning_rates, FLAGS.num_restarts, registry)
     else:

@@ -231,11 +231,18 @@ def dev_metrics_of(config, task, features):
 
 
 def write_test_predictions(config, task, trainer, features):
+    """Writes each test split's predictions; returns the metrics of those the task scores
+    (gold-labelled test files), as `<split>_<metric>`."""
+    metrics = {}
     for split in task.test_splits:
         faults.crash_point("prediction")
         outputs = predict_split(config, trainer, features[split])
         file = task.write_predictions(outputs, features[split], config.output_dir, split)
         log(f"kerasbert: {split} predictions in {file}")
+        if split in task.scored_test_splits and features[split].labels is not None:
+            scores = task.evaluate(outputs, features[split], None, split)
+            metrics.update({f"{split}_{k}": v for k, v in scores.items()})
+    return metrics
 
 
 # --- save --------------------------------------------------------------------------------
@@ -270,7 +277,8 @@ def _describe(config, task, encoder, tokenizer, features):
 # --- The run -----------------------------------------------------------------------------
 
 def execute(config, registry=None):
-    """Runs one task end to end; returns the final dev metrics (a dict)."""
+    """Runs one task end to end; returns the final dev metrics (a dict), with those of the
+    test splits the task scores (`test_f1`, ...) under --do_predict."""
     registry = registry or plugins.registry()
     task, config, head_spec = resolve(config, registry)
     with take_output_dir(config):
@@ -309,21 +317,25 @@ def _execute(config, registry, task, head_spec):
         run_state.save_weights_atomically(model, run_folder.path(out, run_folder.MODEL_WEIGHTS))
     if config.do_eval and not metrics:
         metrics = dev_metrics(trainer)
-    if config.do_predict:
-        write_test_predictions(config, task, trainer, features)
-    if config.do_eval:
-        run_folder.write_eval_results(out, metrics)
+    test_metrics = write_test_predictions(config, task, trainer, features) if (
+        config.do_predict) else {}
+    results = {**metrics, **test_metrics}
+    if results:
+        run_folder.write_eval_results(out, results)
     precision.set_policy("none")  # the next model built here (the export's) is float32
     if config.export_dir:  # before the finished marker: a run killed here resumes to export
         export_once(config, registry)
-    run_folder.write_metrics(out, metrics, per_phase)
+    run_folder.write_metrics(out, results, per_phase)
     report.write_run_report(out, task.main_metric)
     log(f"kerasbert: {task.name} dev metrics: "
         + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))
+    if test_metrics:
+        log(f"kerasbert: {task.name} test metrics: "
+            + ", ".join(f"{k}={v:.4f}" for k, v in test_metrics.items()))
     log(f"kerasbert: outputs in {out} (train time {timer.seconds():.0f} s)")
     distribute.discard_worker_output(strategy, out)
     log("kerasbert: next: `tensorboard --logdir "
         + run_folder.path(out, run_folder.TENSORBOARD_DIR)
         + "` for the curves; `--data_dir=<the official files>` for the real data; "
         "`--init_checkpoint=" + out + "` to fine-tune further from this run")
-    return metrics
+    return results

@@ -60,6 +60,22 @@ def test_head_options_reach_the_head(tmp_path):
     assert set(metrics) == {"accuracy"}
 
 
+def test_a_heads_options_leave_out_a_longer_named_heads():
+    from absl import flags
+
+    from kerasbert import main, plugins
+
+    values = flags.FlagValues()
+    for name in ("tagger_dropout", "tagger_crf_constraints", "bimpm_lstm_units",
+                 "bimpm_no_context_lstm_units"):
+        flags.DEFINE_string(name, "x", "", flag_values=values)
+    values(["prog"])
+    heads = plugins.registry().heads
+    assert set(main.head_options(values, "tagger", heads)) == {"tagger_dropout"}
+    assert set(main.head_options(values, "tagger_crf", heads)) == {"tagger_crf_constraints"}
+    assert set(main.head_options(values, "bimpm", heads)) == {"bimpm_lstm_units"}
+
+
 def test_multiple_choice_task_runs(tmp_path):
     metrics, out = _run(tmp_path, "swag", max_train_examples=16, max_eval_examples=16,
                         do_predict=True)

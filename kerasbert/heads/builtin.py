@@ -3,6 +3,7 @@
 from absl import flags
 
 from kerasbert.heads import (
+    bilstm_crf,
     bilstm_tagger,
     bimpm,
     feature_bilstm,
@@ -11,6 +12,7 @@ from kerasbert.heads import (
     sim_transformer,
     span,
     tagger,
+    tagger_crf,
 )
 from kerasbert.heads.classifier import ClsClassifier
 from kerasbert.hookspecs import HeadSpec, hookimpl
@@ -80,6 +82,19 @@ def kerasbert_heads():
             description="BiLSTM over the final hidden states, then a token classifier.",
         ),
         HeadSpec(
+            name="tagger_crf",
+            kinds=(base.TAGGING,),
+            build=tagger_crf.build_tagger_crf,
+            description="Token classifier, then a linear-chain CRF (Viterbi decoding).",
+        ),
+        HeadSpec(
+            name="bilstm_crf",
+            kinds=(base.TAGGING,),
+            build=bilstm_crf.build_bilstm_crf,
+            description="BiLSTM over the encoder's layers (fine-tuned or frozen), then a "
+                        "linear-chain CRF.",
+        ),
+        HeadSpec(
             name="sequence_classifier",
             kinds=(base.CLASSIFICATION, base.REGRESSION),
             build=sequence_classifier.build_sequence_classifier,
@@ -106,7 +121,7 @@ def kerasbert_heads():
 @hookimpl
 def kerasbert_define_flags(flag_values):
     for module in (feature_bilstm, bimpm, sim_transformer, bilstm_tagger, sequence_classifier,
-                   ltr):
+                   ltr, tagger_crf, bilstm_crf):
         module.define_flags(flag_values)
     flags.DEFINE_boolean(
         "cls_linear_use_pooler", True,

@@ -88,7 +88,7 @@ class FeatureBiLSTM(keras.layers.Layer):
     trains_backbone = False  # the feature-based approach: the encoder stays frozen
 
     def __init__(self, num_outputs, layers=DEFAULT_LAYERS, lstm_units=DEFAULT_LSTM_UNITS,
-                 dropout=0.1, seed=None, **kwargs):
+                 dropout=0.1, seed=None, lstm_layers=2, **kwargs):
         super().__init__(**kwargs)
         if layers not in LAYER_CHOICES:
             layer_indices(layers, 0)  # raises the InputError naming the flag
@@ -98,10 +98,11 @@ class FeatureBiLSTM(keras.layers.Layer):
         self.lstm_units = lstm_units
         self.dropout = dropout
         self.seed = seed
+        self.lstm_layers = lstm_layers  # the paper's two; bilstm_crf may stack fewer
         # === Layers ===
         self.mix = ScalarMix(name="scalar_mix") if layers.startswith("sum_") else None
         self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, name="dropout")
-        self.bilstms = [self._bilstm(i) for i in range(2)]
+        self.bilstms = [self._bilstm(i) for i in range(lstm_layers)]
         self.output_dense = keras.layers.Dense(
             num_outputs,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02, seed=seed),
@@ -149,7 +150,8 @@ class FeatureBiLSTM(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(num_outputs=self.num_outputs, layers=self.layers_choice,
-                      lstm_units=self.lstm_units, dropout=self.dropout, seed=self.seed)
+                      lstm_units=self.lstm_units, dropout=self.dropout, seed=self.seed,
+                      lstm_layers=self.lstm_layers)
         return config
 
 
@@ -280,7 +282,8 @@ def attach_cached_features(model, features, cache_dir):
     if not hasattr(head, "layers_choice") or model.head_trains_backbone:
         raise InputError(f"--feature_cache_dir={cache_dir}: the {head.name} head does not read "
                          "cached encoder layers; it serves feature-based heads on a frozen "
-                         "encoder (--head=feature_bilstm)")
+                         "encoder (--head=feature_bilstm, or --head=bilstm_crf "
+                         "--bilstm_crf_frozen)")
     for split in features.values():
         split.inputs["layer_features"] = compute_layer_features(
             model.backbone, split.inputs, head.layers_choice, cache_dir=cache_dir)

@@ -14,6 +14,16 @@ as heads and tasks (`kerasbert_kinds`, kerasbert/hookspecs.py). The built-in kin
 
 Shapes (B batch, S sequence, C choices, K outputs): inputs are int32 [B, S] (or [B, C, S]
 when inputs_rank is 3); the model's outputs and the labels of Features are the kind's own.
+
+A head may bring its own loss and decoding, with no switch on its name here or in the kind:
+  - `per_example_loss(labels, outputs, inputs)` on the head layer replaces the kind's in
+    training (`training_loss`): `outputs` are the head's `call(training=True)` outputs,
+    `inputs` the model's inputs, e.g. a CRF's likelihood needs its transitions and the
+    real positions (kerasbert/heads/crf.py);
+  - at inference (training=False) the head returns outputs in the kind's layout that the
+    kind's own decoding reads as the head's answer: a CRF head returns scores whose argmax
+    at each position is its Viterbi path, so the tagging kind's evaluation, prediction
+    files and serving graph serve it unchanged.
 """
 
 import dataclasses
@@ -79,3 +89,13 @@ class Serving:
     encode: Callable | None = None
     answer: Callable | None = None
     metadata: Callable = lambda run: {}
+
+
+def training_loss(kind, model):
+    """(labels, outputs, inputs) -> float32 [B], the loss `model` trains with: its head's
+    `per_example_loss` when the head defines one, else the kind's."""
+    head_loss = getattr(getattr(model, "head", None), "per_example_loss", None)
+    if head_loss is not None:
+        return head_loss
+    return lambda labels, outputs, inputs: kind.per_example_loss(labels, outputs)
+

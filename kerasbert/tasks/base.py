@@ -102,6 +102,9 @@ class Task:
     main_metric: str = "accuracy"  # picked for best-on-dev selection
     dev_splits: Sequence[str] = ("dev",)  # MNLI has dev_matched and dev_mismatched
     test_splits: Sequence[str] = ("test",)
+    # Test splits whose files carry gold labels (CoNLL-2003's test.txt): --do_predict also
+    # scores them with `evaluate`, as `<split>_<metric>` beside the dev metrics.
+    scored_test_splits: Sequence[str] = ()
     # Paper recipe defaults, used where the user gave no flag.
     default_learning_rate: float = 2e-5
     default_train_batch_size: int = 32

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import TrainingError
+from kerasbert.kinds.base import training_loss
 from kerasbert.plugins import resolve_kind
 from kerasbert.tasks.base import PADDING_LOGIT
 from kerasbert.training import precision, xla_dropout
@@ -26,7 +27,8 @@ class NonFiniteLossError(TrainingError):
 class Trainer:
     """Trains `model` with `optimizer` under `strategy`; also predicts.
 
-    kind: the task's TaskKind (or its name): its loss, accuracy count and label layout.
+    kind: the task's TaskKind (or its name): its loss (unless the model's head brings its
+        own, kerasbert/kinds/base.py), accuracy count and label layout.
     jit_compile: XLA-compile each replica's forward and backward pass.
     accumulation_steps: K > 1 splits each replica's batch into K micro-batches, run one
         after the other (only one micro-batch's activations live at a time); their summed
@@ -40,6 +42,7 @@ class Trainer:
                  accumulation_steps=1, loss_scale=None):
         self.model = model
         self.kind = resolve_kind(kind)
+        self.per_example_loss = training_loss(self.kind, model)  # the head's, or the kind's
         self.strategy = strategy
         self.optimizer = optimizer
         self.clip_norm = clip_norm
@@ -88,7 +91,7 @@ class Trainer:
         replica's share of the global mean, so replicas' gradients sum to the global one."""
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True)
-            per_example = self.kind.per_example_loss(labels, outputs)
+            per_example = self.per_example_loss(labels, outputs, inputs)
             loss = tf.nn.compute_average_loss(
                 per_example, global_batch_size=global_batch_size)
             scaled = loss if scale is None else loss * scale

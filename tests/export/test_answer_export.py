@@ -2,7 +2,8 @@
 answers the run's own Python decoders give.
 
 Tiny runs (2 layers, hidden 32, max_seq_length 48, doc_stride 16, so contexts and sentences
-span several windows) of squad_v1, squad_v2 and conll2003 are trained and exported once for
+span several windows) of squad_v1, squad_v2 and conll2003 (with the tagger head and with
+tagger_crf, whose Viterbi decoding runs inside the graph) are trained and exported once for
 the module; one fresh process that imports only tensorflow and tensorflow_text serves them.
 """
 
@@ -106,17 +107,23 @@ SERVE_SCRIPT = textwrap.dedent(r"""
 """)
 
 
+# (name, task, head): the task's default head, or the CRF tagger.
+RUNS = [("squad_v1", "squad_v1", None), ("squad_v2", "squad_v2", None),
+        ("conll2003", "conll2003", None), ("conll2003_crf", "conll2003", "tagger_crf")]
+TAGGING = ["conll2003", "conll2003_crf"]
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     registry = plugins.registry()
     root = tmp_path_factory.mktemp("answers")
     result = {}
-    for name in ("squad_v1", "squad_v2", "conll2003"):
+    for name, task, head in RUNS:
         run_dir, export_dir = str(root / f"run_{name}"), str(root / f"serving_{name}")
-        run_lib.execute(RunConfig(task=name, output_dir=run_dir, export_dir=export_dir,
-                                   **TINY), registry)
+        run_lib.execute(RunConfig(task=task, head=head, output_dir=run_dir,
+                                   export_dir=export_dir, **TINY), registry)
         run = saved_model.load_run(run_dir)
-        if name == "conll2003":
+        if task == "conll2003":
             inputs = {"text": [" ".join(s.words) for s in run.task.read_examples(
                 run.task.sample_dir(), "valid")[:10]] + EXTRA_SENTENCES}
             expected = _tagging_reference(run, inputs["text"])
@@ -204,9 +211,10 @@ def test_v2_export_applies_the_threshold_tuned_on_dev(exported):
                                      "n_best_size": 5, "max_answer_length": 8}
 
 
-def test_served_tags_equal_the_runs_own_tagger(exported, served):
-    e = exported["conll2003"]
-    out, shapes = served["conll2003"]["text"]["outputs"], served["conll2003"]["text"]["shapes"]
+@pytest.mark.parametrize("name", TAGGING)
+def test_served_tags_equal_the_runs_own_tagger(exported, served, name):
+    e = exported[name]
+    out, shapes = served[name]["text"]["outputs"], served[name]["text"]["shapes"]
     texts = e.inputs["text"]
     width = shapes["tags"][1]
     assert width == max(len(t.split()) for t in texts) and shapes["words"] == shapes["tags"]
@@ -217,9 +225,15 @@ def test_served_tags_equal_the_runs_own_tagger(exported, served):
         assert out["tags"][row * width: row * width + n] == list(expected)
         assert set(out["tags"][row * width + n: (row + 1) * width]) <= {""}
     assert len(set(out["tags"]) - {""}) >= 2  # the model tells words apart
+    # The run's own evaluation wrote the same tags for the valid sentences served first.
+    with open(os.path.join(e.run_dir, "valid_predictions.txt")) as f:
+        written = f.read().strip().split("\n\n")
+    for row, sentence in enumerate(written[:10]):
+        tags = [line.split()[-1] for line in sentence.splitlines()]
+        assert out["tags"][row * width: row * width + len(tags)] == tags
 
 
-@pytest.mark.parametrize("name", ["squad_v1", "squad_v2", "conll2003"])
+@pytest.mark.parametrize("name", [name for name, _, _ in RUNS])
 def test_hostile_inputs_return_results(served, name):
     for case, result in served[name]["hostile"].items():
         assert "outputs" in result, (case, result)

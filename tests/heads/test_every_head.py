@@ -15,7 +15,8 @@ TASK_FOR_KIND = {"classification": "mrpc", "regression": "stsb", "multiple_choic
 OPTIONS = {"feature_bilstm": {"feature_bilstm_layers": "last", "feature_bilstm_lstm_units": 8},
            "bimpm": {"bimpm_perspectives": 4, "bimpm_lstm_units": 8},
            "bimpm_no_context": {"bimpm_no_context_perspectives": 4,
-                                "bimpm_no_context_lstm_units": 8}}
+                                "bimpm_no_context_lstm_units": 8},
+           "bilstm_crf": {"bilstm_crf_lstm_units": 8}}
 
 
 # The slowest to train and export on CPU (40-90 s each); their own test files cover them in

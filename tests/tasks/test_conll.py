@@ -449,6 +449,26 @@ def test_write_predictions_test_split_and_trimmed_batches(tokenizer, tmp_path):
     assert open(path).read() == "Ana B-LOC\nvisited B-LOC\nLima B-LOC\n\n"
 
 
+def test_do_predict_scores_the_test_split_beside_the_dev_one(tmp_path):
+    from kerasbert.config import RunConfig
+    from kerasbert.run import execute
+
+    out = tmp_path / "run"
+    metrics = execute(RunConfig(task="conll2003", output_dir=str(out), init_checkpoint="random",
+                                model_size="2/32/2", max_seq_length=48, max_train_examples=8,
+                                train_batch_size=8, num_train_epochs=1.0, do_predict=True))
+    # The whole bundled test.txt, scored as conlleval scores the file written for it.
+    written = out / "test_predictions.txt"
+    blocks = written.read_text().strip().split("\n\n")
+    assert len(blocks) == len(TASK.read_examples(TASK.sample_dir(), "test"))
+    assert all(len(line.split()) == 3 for b in blocks for line in b.splitlines())
+    test = {k[len("test_"):]: v for k, v in metrics.items() if k.startswith("test_")}
+    assert test == conll.evaluate_file(str(written))
+    assert {k: v for k, v in metrics.items() if not k.startswith("test_")} == (
+        conll.evaluate_file(str(out / "valid_predictions.txt")))
+    assert "test_f1 = " in (out / "eval_results.txt").read_text()
+
+
 def test_evaluate_file_reads_conlleval_input(tmp_path):
     path = write(tmp_path, "p.txt", "-DOCSTART- -X- O O\n\nJohn NNP B-PER B-PER\n"
                                     "lives VBZ O O  \nin IN O O\nOslo NNP B-LOC B-ORG")
