@@ -269,8 +269,10 @@ def test_cli_runs_a_sweep(tmp_path):
 
 
 def test_export_dir_exports_only_the_best_run(tmp_path, monkeypatch):
+    from kerasbert.export import saved_model
+
     exported = []
-    monkeypatch.setattr(sweep, "export_run",  # the name the sweep calls
+    monkeypatch.setattr(saved_model, "export_run",  # the sweep calls it through its module
                         lambda run_dir, export_dir, registry=None: exported.append(
                             (run_dir, export_dir)) or os.path.join(export_dir, "1"))
     calls = []
