@@ -103,7 +103,8 @@ def test_summary_and_tables_on_hand_made_results():
 # --- flags ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("flags, message", [
-    (["--task=squad_v1"], "--task=squad_v1: expected one of .*SQuAD is not supported"),
+    (["--task=nope"], "--task=nope: expected one of cola, .*, squad_v1, squad_v2"),
+    (["--task=sst2", "--doc_stride=64"], "--task=sst2: --doc_stride and --max_query_length"),
     (["--task=sst2", "--seeds=1,x"], "--seeds=1,x: expected comma-separated integers"),
     (["--task=sst2", "--seeds=1,1"], "--seeds=1,1: give distinct seeds"),
     (["--task=sst2", "--learning_rate=0"], "--learning_rate=0.0: must be positive"),
@@ -206,13 +207,15 @@ def test_kerasbert_side_end_to_end_then_reused(tmp_path, tiny_checkpoint, capsys
 
 @pytest.mark.large
 @pytest.mark.parametrize("task_name, seeds", [("sst2", "1,2"), ("stsb", "1"),
-                                              ("conll2003", "1"), ("swag", "1")])
+                                              ("conll2003", "1"), ("swag", "1"),
+                                              ("squad_v1", "1"), ("squad_v2", "1")])
 def test_both_sides_end_to_end_on_a_tiny_checkpoint(tmp_path, tiny_checkpoint, capsys,
                                                     task_name, seeds):
     if not os.path.isfile(TORCH_PYTHON):
         pytest.skip(f"no torch interpreter at {TORCH_PYTHON} (set KERASBERT_TORCH_PYTHON)")
+    squad = ["--max_query_length=16", "--doc_stride=16"] if task_name.startswith("squad") else []
     flags = [f"--task={task_name}", f"--init_checkpoint={tiny_checkpoint}", *TINY_RECIPE,
-             f"--seeds={seeds}", f"--torch_python={TORCH_PYTHON}",
+             *squad, f"--seeds={seeds}", f"--torch_python={TORCH_PYTHON}",
              f"--output_dir={tmp_path / 'cmp'}"]
     assert parity.main(flags) == 0, capsys.readouterr().err
     report = json.loads((tmp_path / "cmp" / "parity.json").read_text())
@@ -226,6 +229,8 @@ def test_both_sides_end_to_end_on_a_tiny_checkpoint(tmp_path, tiny_checkpoint, c
     hf = [r for r in report["runs"] if r["side"] == "huggingface"]
     kb = [r for r in report["runs"] if r["side"] == "kerasbert"]
     assert set(hf[0]["metrics"]) == set(kb[0]["metrics"])  # the same scorer, the same keys
-    assert hf[0]["steps"] == 2  # 32 examples / batch 16, 1 epoch: kerasbert's step count
+    history = (tmp_path / "cmp" / "kerasbert" / "seed-1" / "run" / "history.csv").read_text()
+    kerasbert_steps = int(history.splitlines()[-1].split(",")[2])  # phase,epoch,step,...
+    assert hf[0]["steps"] == kerasbert_steps  # 2 (32 rows / 16) but for SQuAD's windows
     differences = report["summary"]["differences"]
     assert (differences[main]["low"] is None) == (seeds == "1")

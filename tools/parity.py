@@ -6,12 +6,14 @@ compared on quality and time.
         --max_train_examples=1000 --num_train_epochs=3 --learning_rate=5e-5 --seeds=1,2,3 \\
         --torch_python=/work/venv-torch/bin/python --output_dir=runs/parity-mrpc
 
-Tasks: the nine GLUE tasks, conll2003 and swag (SQuAD is not done yet). Both sides start
-from the same HuggingFace BERT folder (--init_checkpoint, default: the MiniLM-L6 package),
-train on the same first --max_train_examples examples and score the same dev examples.
-The reference reads the examples kerasbert's own readers made (JSON lines in
-<output_dir>/data/), so the two cannot read a file differently, and its raw predictions
-are scored here by kerasbert's own official scorers.
+Tasks: the nine GLUE tasks, conll2003, swag, squad_v1 and squad_v2. Both sides start from
+the same HuggingFace BERT folder (--init_checkpoint, default: the MiniLM-L6 package), train
+on the same first --max_train_examples examples and score the same dev examples. The
+reference reads the examples kerasbert's own readers made (JSON lines in
+<output_dir>/data/), so the two cannot read a file differently; for SQuAD it reads
+kerasbert's feature rows (the same passage windows), which this process makes with
+kerasbert's tokenizer (so only SQuAD imports TensorFlow here). Its raw predictions are
+scored here by kerasbert's own official scorers (SQuAD: decoded by kerasbert first).
 
 Each side runs in its own process (`python -m kerasbert.main`; the reference in
 --torch_python), one after the other, for every seed; the order alternates from seed to
@@ -27,6 +29,7 @@ finished result (<output_dir>/<side>/seed-<n>/result.json) is reused. Without
 """
 
 import argparse
+import copy
 import datetime
 import importlib.util
 import json
@@ -45,21 +48,22 @@ sys.path.insert(0, ROOT)
 from kerasbert import run_folder
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json, atomic_write_text, read_json_object
-from kerasbert.tasks import conll, glue, swag
-from kerasbert.tasks.base import MULTIPLE_CHOICE, TAGGING
+from kerasbert.tasks import conll, glue, squad, swag
+from kerasbert.tasks.base import MULTIPLE_CHOICE, SPAN, TAGGING
 
 SIDES = ("kerasbert", "huggingface")
-TASKS = {**glue.TASKS, conll.TASK.name: conll.TASK, swag.TASK.name: swag.TASK}
+TASKS = {**glue.TASKS, conll.TASK.name: conll.TASK, swag.TASK.name: swag.TASK, **squad.TASKS}
 # The metrics a table shows when a task reports them, in this order (CoNLL's per-type
-# metrics stay in parity.json).
+# metrics and SQuAD v2's thresholds stay in parity.json).
 SHOWN = ("accuracy", "f1", "matthews_corrcoef", "pearson", "spearman", "precision", "recall",
-         "mismatched_accuracy")
+         "mismatched_accuracy", "exact_match", "exact", "best_exact", "HasAns_f1", "NoAns_f1")
 COSTS = (("train_seconds", "training s"), ("eval_seconds", "evaluation s"),
          ("process_seconds", "whole process s"), ("peak_rss_mb", "peak RSS MB"))
 # The settings a comparison is made with: an output folder holds one comparison.
 RECIPE = ("task", "data_dir", "init_checkpoint", "max_train_examples", "max_eval_examples",
           "max_seq_length", "learning_rate", "train_batch_size", "num_train_epochs",
-          "warmup_proportion", "weight_decay", "eval_batch_size")
+          "warmup_proportion", "weight_decay", "eval_batch_size", "doc_stride",
+          "max_query_length")
 
 
 class ParityError(Exception):
@@ -94,16 +98,17 @@ def welch_interval(a, b, level=0.95):
     return {"difference": difference, "low": difference - half, "high": difference + half}
 
 
-def summarize(results, main_metric):
+def summarize(results, main_metric, scale=100.0):
     """{"sides": {side: {"seeds", "metrics": {name: describe}, cost: describe}},
-    "differences": {name: welch_interval}} from the per-run results."""
+    "differences": {name: welch_interval}} from the per-run results; tables show metrics
+    × `scale` (fractions as points; SQuAD's are points already: 1)."""
     by_side = {s: [r for r in results if r["side"] == s] for s in SIDES}
     by_side = {s: rs for s, rs in by_side.items() if rs}
     common = set.intersection(*(set(r["metrics"]) for r in results)) if results else set()
     shown = [main_metric] + [m for m in SHOWN if m in common and m != main_metric]
     values = {s: {**{m: [r["metrics"][m] for r in rs] for m in shown},
                   **{c: [r[c] for r in rs] for c, _ in COSTS}} for s, rs in by_side.items()}
-    summary = {"main_metric": main_metric, "metrics_shown": shown, "sides": {
+    summary = {"main_metric": main_metric, "metrics_shown": shown, "scale": scale, "sides": {
         s: {"seeds": [r["seed"] for r in by_side[s]],
             "metrics": {m: describe(v[m]) for m in shown},
             **{c: describe(v[c]) for c, _ in COSTS}} for s, v in values.items()}}
@@ -114,11 +119,6 @@ def summarize(results, main_metric):
 
 
 # --- Markdown ------------------------------------------------------------------------------
-
-def _scale(name):
-    """Metrics are fractions in kerasbert's files; tables show points (× 100)."""
-    return 1.0 if name.endswith(("seconds", "_mb")) else 100.0
-
 
 def _number(x, scale, digits=1, sign=""):
     return "–" if x is None else f"{x * scale:{sign}.{digits}f}"
@@ -146,15 +146,18 @@ def markdown(summary, results, header):
     sides = summary["sides"]
     names = {"kerasbert": "kerasbert", "huggingface": "HuggingFace"}
     counts = ", ".join(f"{names[s]} {len(v['seeds'])}" for s, v in sides.items())
-    lines = [header, "", (f"Mean ± sample std (min–max) over seeds ({counts}); metrics × 100. "
-                          "Last column: difference of the means with a 95% Welch t interval."),
+    points = summary.get("scale", 100.0)
+    lines = [header, "", (f"Mean ± sample std (min–max) over seeds ({counts})"
+                          + ("; metrics × 100" if points == 100 else "")
+                          + ". Last column: difference of the means with a 95% Welch t "
+                          "interval."),
              "",
              "| | " + " | ".join(names[s] for s in sides) + " | kerasbert − HF |",
              "|---|" + "---|" * len(sides) + "---|"]
     rows = [(m + (" (main)" if m == summary["main_metric"] else ""), m, True)
             for m in summary["metrics_shown"]] + [(label, c, False) for c, label in COSTS]
     for label, key, is_metric in rows:
-        scale, digits = (100.0, 1) if is_metric else (1.0, 0 if key == "peak_rss_mb" else 1)
+        scale, digits = (points, 1) if is_metric else (1.0, 0 if key == "peak_rss_mb" else 1)
         cells = [_cell(v["metrics"][key] if is_metric else v[key], scale, digits)
                  for v in sides.values()]
         d = summary.get("differences", {}).get(key)
@@ -167,7 +170,7 @@ def markdown(summary, results, header):
               "|---|---|" + "---|" * (len(metric_names) + 5)]
     for r in results:
         lines.append(f"| {r['seed']} | {names[r['side']]} | "
-                     + " | ".join(_number(r["metrics"].get(m), 100.0) for m in metric_names)
+                     + " | ".join(_number(r["metrics"].get(m), points) for m in metric_names)
                      + f" | {r['train_seconds']:.1f} | {r['eval_seconds']:.1f} | "
                      f"{r['process_seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
                      f"{r['load_before']:.2f} |")
@@ -198,10 +201,32 @@ def reference_row(task, example):
     return {"a": example.text_a, "b": example.text_b, "label": label}
 
 
-def write_reference_data(task, splits, folder):
+def span_features(task, splits, checkpoint, max_seq_length):
+    """SQuAD: kerasbert's feature rows of every split (windows, gold positions), made with
+    kerasbert's tokenizer, cased or not as the reference decides it (parity_hf.py)."""
+    from kerasbert.data.tokenization import WordPieceTokenizer  # TensorFlow: only for SQuAD
+
+    spec = importlib.util.spec_from_file_location(
+        "parity_hf", os.path.join(ROOT, "tools", "parity_hf.py"))
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    tokenizer = WordPieceTokenizer(os.path.join(checkpoint, "vocab.txt"),
+                                   do_lower_case=reference.lower_cases(checkpoint))
+    return {split: task.featurize(examples, tokenizer, max_seq_length)
+            for split, examples in splits.items()}
+
+
+def write_reference_data(task, splits, folder, features=None):
+    """The reference's input files, one per split: JSON lines of examples, or (SQuAD) the
+    feature rows as .npz."""
     os.makedirs(folder, exist_ok=True)
     files = {}
     for split, examples in splits.items():
+        if features is not None:
+            files[split] = os.path.join(folder, f"{split}.npz")
+            f = features[split]
+            np.savez(files[split], labels=f.labels, **f.inputs)
+            continue
         files[split] = os.path.join(folder, f"{split}.jsonl")
         atomic_write_text(files[split], "".join(json.dumps(reference_row(task, e)) + "\n"
                                                  for e in examples))
@@ -218,12 +243,16 @@ def merge_splits(per_split):
     return merged
 
 
-def score(task, splits, predictions):
-    """The reference's raw predictions, scored by kerasbert's official scorers."""
+def score(task, splits, predictions, features=None):
+    """The reference's raw predictions, scored by kerasbert's official scorers (SQuAD:
+    its per-batch logits decoded by kerasbert's decoder over kerasbert's features)."""
     per_split = {}
     for split in task.dev_splits:
         examples, predicted = splits[split], predictions[split]
-        if task.kind == TAGGING:
+        if task.kind == SPAN:
+            per_split[split] = task.evaluate([np.asarray(p, np.float32) for p in predicted],
+                                             features[split], None, split)
+        elif task.kind == TAGGING:
             per_split[split] = conll.entity_metrics(
                 [e.label for e in examples], [[task.label_list[i] for i in s] for s in predicted])
         else:
@@ -279,7 +308,7 @@ def run_kerasbert(args, seed, folder):
             "command": " ".join(command)}
 
 
-def run_huggingface(args, seed, folder, task, splits, files):
+def run_huggingface(args, seed, folder, task, splits, files, features):
     spec = {"checkpoint": args.init_checkpoint, "kind": task.kind,
             "num_labels": len(task.label_list) if task.label_list else 1,
             "outside_label": 0, "seed": seed, "train_file": files["train"],
@@ -301,7 +330,7 @@ def run_huggingface(args, seed, folder, task, splits, files):
                            f"{log}: {_last_lines(log)}")
     output = read_json_object(spec["output_file"])
     predictions = output.pop("predictions")
-    return {"metrics": score(task, splits, predictions), "process_seconds": seconds,
+    return {"metrics": score(task, splits, predictions, features), "process_seconds": seconds,
             "peak_rss_mb": rss, **output, "command": " ".join(command)}
 
 
@@ -320,7 +349,8 @@ def default_checkpoint():
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", required=True, help="a GLUE task, conll2003 or swag")
+    p.add_argument("--task", required=True, help="a GLUE task, conll2003, swag, squad_v1 or "
+                   "squad_v2")
     p.add_argument("--data_dir", default=None,
                    help="the task's official files; default: kerasbert's bundled sample")
     p.add_argument("--output_dir", required=True)
@@ -337,6 +367,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup_proportion", type=float, default=0.1)
     p.add_argument("--weight_decay", type=float, default=0.01)
     p.add_argument("--eval_batch_size", type=int, default=64)
+    p.add_argument("--doc_stride", type=int, default=None, help="SQuAD (default 128)")
+    p.add_argument("--max_query_length", type=int, default=None, help="SQuAD (default 64)")
     p.add_argument("--torch_python", default=None, help="an interpreter with torch and "
                    "transformers for the HuggingFace side; without it that side is skipped")
     p.add_argument("--keep_run_files", action="store_true",
@@ -347,9 +379,15 @@ def parse_args(argv=None):
 def check_args(args):
     """Fills in the recipe and checks every flag and file before anything runs."""
     if args.task not in TASKS:
-        hint = " (SQuAD is not supported by parity.py yet)" if args.task.startswith("squad") else ""
-        raise ParityError(f"--task={args.task}: expected one of {', '.join(TASKS)}{hint}")
-    task = TASKS[args.task]
+        raise ParityError(f"--task={args.task}: expected one of {', '.join(TASKS)}")
+    task = copy.copy(TASKS[args.task])  # SQuAD's options must not stick to the shared one
+    if task.kind == SPAN:
+        args.doc_stride = args.doc_stride or squad.OPTIONS["doc_stride"]
+        args.max_query_length = args.max_query_length or squad.OPTIONS["max_query_length"]
+        task.configure(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
+    elif args.doc_stride or args.max_query_length:
+        raise ParityError(f"--task={args.task}: --doc_stride and --max_query_length are "
+                          "SQuAD's")
     try:
         args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
@@ -357,7 +395,8 @@ def check_args(args):
     if not args.seeds or len(set(args.seeds)) != len(args.seeds):
         raise ParityError(f"--seeds={','.join(map(str, args.seeds))}: give distinct seeds")
     for name in ("max_train_examples", "max_eval_examples", "max_seq_length", "learning_rate",
-                 "train_batch_size", "num_train_epochs", "eval_batch_size"):
+                 "train_batch_size", "num_train_epochs", "eval_batch_size", "doc_stride",
+                 "max_query_length"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise ParityError(f"--{name}={value}: must be positive")
@@ -417,7 +456,7 @@ def check_output_dir(args):
 
 # --- The comparison ------------------------------------------------------------------------
 
-def run_seed(args, task, splits, files, side, seed):
+def run_seed(args, task, splits, files, features, side, seed):
     """One side's result for one seed: the saved one when it finished before."""
     folder = os.path.join(args.output_dir, side, f"seed-{seed}")
     result_file = os.path.join(folder, "result.json")
@@ -431,12 +470,12 @@ def run_seed(args, task, splits, files, side, seed):
     if side == "kerasbert":
         result = run_kerasbert(args, seed, folder)
     else:
-        result = run_huggingface(args, seed, folder, task, splits, files)
+        result = run_huggingface(args, seed, folder, task, splits, files, features)
     result.update(side=side, seed=seed, started=started.isoformat(timespec="seconds"),
                   load_before=load, load_after=os.getloadavg()[0])
     atomic_write_json(result_file, result)
-    main = result["metrics"][task.main_metric]
-    print(f"parity: {side} seed {seed}: {task.main_metric} {100 * main:.1f}, training "
+    main = result["metrics"][task.main_metric] * (1 if task.kind == SPAN else 100)
+    print(f"parity: {side} seed {seed}: {task.main_metric} {main:.1f}, training "
           f"{result['train_seconds']:.0f} s, whole process {result['process_seconds']:.0f} s",
           flush=True)
     return result
@@ -448,11 +487,13 @@ def main(argv=None):
         task = check_args(args)
         splits = read_splits(task, args.data_dir, args.max_train_examples,
                              args.max_eval_examples)
+        features = (span_features(task, splits, args.init_checkpoint, args.max_seq_length)
+                    if task.kind == SPAN else None)
         check_output_dir(args)  # only now is anything written
     except (ParityError, InputError) as e:
         print(f"parity: error: {e}", file=sys.stderr)
         return 2
-    files = write_reference_data(task, splits, os.path.join(args.output_dir, "data"))
+    files = write_reference_data(task, splits, os.path.join(args.output_dir, "data"), features)
     if args.torch_python is None:
         print("parity: no --torch_python: the HuggingFace side is skipped", flush=True)
     results = []
@@ -462,11 +503,11 @@ def main(argv=None):
             for side in order:
                 if side == "huggingface" and args.torch_python is None:
                     continue
-                results.append(run_seed(args, task, splits, files, side, seed))
+                results.append(run_seed(args, task, splits, files, features, side, seed))
     except RuntimeError as e:
         print(f"parity: {e}", file=sys.stderr)
         return 1
-    summary = summarize(results, task.main_metric)
+    summary = summarize(results, task.main_metric, 1.0 if task.kind == SPAN else 100.0)
     loads = [r["load_before"] for r in results] + [r["load_after"] for r in results]
     header = (f"### {task.name}: kerasbert vs HuggingFace\n\n"
               f"{datetime.date.today().isoformat()}, {os.cpu_count()} CPUs, 1-minute load "

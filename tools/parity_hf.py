@@ -5,17 +5,19 @@ neither, and may not be installed there).
     <torch python> tools/parity_hf.py <spec.json>
 
 The spec (written by parity.py) names the checkpoint, the examples (JSON lines that
-kerasbert's own readers produced, so both sides train and score the same subset), the
+kerasbert's own readers produced, so both sides train and score the same subset; for SQuAD
+kerasbert's feature rows themselves, so that both have the same passage windows), the
 recipe and the seed. The recipe is kerasbert's, done the HuggingFace way:
 BertForSequenceClassification (pooler → dropout → linear; one output and MSE for
 regression), BertForMultipleChoice, BertForTokenClassification (the first word piece of
-each word labelled, the others -100); the models' own losses; torch AdamW (β 0.9/0.999,
-ε 1e-6 as BERT and kerasbert, weight decay except biases and LayerNorm),
-get_linear_schedule_with_warmup, global-norm clipping 1.0; shuffled each epoch, the last
+each word labelled, the others -100), BertForQuestionAnswering; the models' own losses;
+torch AdamW (β 0.9/0.999, ε 1e-6 as BERT and kerasbert, weight decay except biases and
+LayerNorm), get_linear_schedule_with_warmup, global-norm clipping 1.0; shuffled each
+epoch, the last
 batch partial, each batch padded to its own longest row; a dev evaluation after every
 epoch, as a kerasbert run makes. Writes one JSON file: the timings and the last epoch's
-raw predictions (class ids, values, choices, tag ids per word), which parity.py scores
-with kerasbert's own scorers.
+raw predictions (class ids, values, choices, tag ids per word, SQuAD start/end logits),
+which parity.py scores (SQuAD: decodes, then scores) with kerasbert's own code.
 """
 
 import json
@@ -56,6 +58,17 @@ def pack(cls, sep, a, b, max_len):
     while len(a) + len(b) > max_len - 3:
         (a if len(a) > len(b) else b).pop()
     return [cls] + a + [sep] + b + [sep], [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+def span_features(path):
+    """SQuAD: kerasbert's feature rows (parity.py wrote them), each cut to its length."""
+    import numpy as np
+
+    data = np.load(path)
+    lengths = data["padding_mask"].sum(-1)
+    return [{"input_ids": data["token_ids"][r, :n].tolist(),
+             "token_type_ids": data["segment_ids"][r, :n].tolist(),
+             "labels": data["labels"][r].tolist()} for r, n in enumerate(lengths)]
 
 
 def featurize(kind, rows, tokenizer, max_len):
@@ -116,15 +129,21 @@ def collate(torch, feats, kind, pad_id):
              "attention_mask": (padded("input_ids", -1) != -1).long()}  # -1: not an id
     if kind == "tagging":
         batch["labels"] = padded("labels", -100)
+    elif kind == "span":
+        batch["start_positions"] = torch.tensor([f["labels"][0] for f in feats])
+        batch["end_positions"] = torch.tensor([f["labels"][1] for f in feats])
     elif feats[0]["labels"] is not None:
         batch["labels"] = torch.tensor([f["labels"] for f in feats],
                                        dtype=torch.float32 if kind == "regression" else torch.long)
     return batch
 
 
-def predictions(kind, feats, logits, outside):
-    """Raw predictions of a batch: class ids, values, choices, or tag ids per word (words
-    cut off by truncation get `outside`)."""
+def predictions(torch, kind, feats, output, outside):
+    """Raw predictions of a batch: class ids, values, choices, tag ids per word (words cut
+    off by truncation get `outside`), or (SQuAD) the batch's [rows, length, 2] logits."""
+    if kind == "span":
+        return [torch.stack([output.start_logits, output.end_logits], -1).tolist()]
+    logits = output.logits
     if kind == "regression":
         return logits[:, 0].tolist()
     if kind != "tagging":
@@ -139,6 +158,7 @@ def main(spec_path):
     import transformers
     from transformers import (
         BertForMultipleChoice,
+        BertForQuestionAnswering,
         BertForSequenceClassification,
         BertForTokenClassification,
         BertTokenizer,
@@ -151,12 +171,18 @@ def main(spec_path):
     torch.manual_seed(seed)  # the new head's initialisation, dropout, the data order
     tokenizer = BertTokenizer(os.path.join(checkpoint, "vocab.txt"),
                               do_lower_case=lower_cases(checkpoint))
-    train, cut = featurize(kind, read_jsonl(spec["train_file"]), tokenizer,
-                           spec["max_seq_length"])
-    dev = {split: featurize(kind, read_jsonl(path), tokenizer, spec["max_seq_length"])
-           for split, path in spec["eval_files"].items()}
+
+    def load(path):
+        if kind == "span":
+            return span_features(path), 0
+        return featurize(kind, read_jsonl(path), tokenizer, spec["max_seq_length"])
+
+    train, cut = load(spec["train_file"])
+    dev = {split: load(path) for split, path in spec["eval_files"].items()}
     if kind == "multiple_choice":
         model = BertForMultipleChoice.from_pretrained(checkpoint)
+    elif kind == "span":
+        model = BertForQuestionAnswering.from_pretrained(checkpoint)
     elif kind == "tagging":
         model = BertForTokenClassification.from_pretrained(checkpoint,
                                                            num_labels=spec["num_labels"])
@@ -207,8 +233,9 @@ def main(spec_path):
                 for i in range(0, len(feats), spec["eval_batch_size"]):
                     chunk = feats[i: i + spec["eval_batch_size"]]
                     batch = collate(torch, chunk, kind, tokenizer.pad_token_id)
-                    batch.pop("labels", None)
-                    predicted[split] += predictions(kind, chunk, model(**batch).logits, outside)
+                    for key in ("labels", "start_positions", "end_positions"):
+                        batch.pop(key, None)
+                    predicted[split] += predictions(torch, kind, chunk, model(**batch), outside)
         eval_seconds += time.perf_counter() - started
         print(f"parity_hf: epoch {epoch + 1}: train loss {losses[-1]:.4f}", file=sys.stderr)
     with open(spec["output_file"], "w", encoding="utf-8") as f:
