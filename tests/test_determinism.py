@@ -28,7 +28,8 @@ def _weights(path):
 
 def _history(run):
     with open(run / "history.csv") as f:
-        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
+        return [{k: v for k, v in row.items() if k not in ("seconds", "eval_seconds")}
+                for row in csv.DictReader(f)]
 
 
 def _cli_run(out, *extra):

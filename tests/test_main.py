@@ -37,6 +37,8 @@ def test_single_sentence_task_writes_every_output(tmp_path):
     assert [row["epoch"] for row in history] == ["1", "2"]
     assert int(history[-1]["step"]) == 2 * 6  # 48 examples / batch 8 = 6 steps per epoch
     assert float(history[-1]["dev_accuracy"]) == pytest.approx(metrics["accuracy"], abs=1e-6)
+    # Each epoch's dev evaluation time is a part of the cumulative train + dev seconds.
+    assert 0 <= sum(float(r["eval_seconds"]) for r in history) <= float(history[-1]["seconds"])
     assert any(name.startswith("events.out") for name in os.listdir(out / "tensorboard"))
     assert os.path.exists(out / "checkpoints" / "checkpoint")
     assert os.path.exists(out / "model.weights.h5")

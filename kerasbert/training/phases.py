@@ -12,6 +12,7 @@ exactly what a cached-feature run would see, and its weights stay bit-identical.
 import dataclasses
 import math
 import os
+import time
 
 import tensorflow as tf
 
@@ -196,12 +197,17 @@ class PhaseRunner:
                         best=best, since_best=since_best))
             train_loss = loss_sum / max(done, 1)
             train_accuracy = correct / max(seen, 1) if self.kind.has_accuracy else None
+            evaluated = time.perf_counter()
             metrics = self.dev_metrics(trainer) if config.do_eval else {}
+            # The dev evaluation's own share of `seconds` (cumulative train + dev time), so
+            # that training time can be told apart (tools/parity.py compares both).
+            eval_seconds = time.perf_counter() - evaluated
             row = {"phase": phase.name, "epoch": epoch + 1,
                    "step": step_offset + int(optimizer.iterations.numpy()),
                    "train_loss": round(train_loss, 6),
                    "learning_rate": trainer.learning_rate(),
-                   "seconds": round(self.timer.seconds(), 1)}
+                   "seconds": round(self.timer.seconds(), 1),
+                   "eval_seconds": round(eval_seconds, 1)}
             if train_accuracy is not None:
                 row["train_accuracy"] = round(train_accuracy, 6)
                 if "accuracy" in metrics:  # Wang et al.'s overfitting signal
