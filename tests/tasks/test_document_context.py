@@ -291,3 +291,29 @@ def test_sample_files_have_documents():
         assert len(conll.documents(sentences)) == len(
             [line for line in open(os.path.join(task.sample_dir(), f"{split}.txt"))
              if line.startswith("-DOCSTART-")])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task=conll2003", "--document_context=-3"],
+     "kerasbert: error: --document_context=-3: must be a number of word pieces (0 or more) or "
+     "max"),
+    (["--task=mrpc", "--document_context=max"],
+     "kerasbert: error: --document_context=max: the mrpc task has no documents to take "
+     "context from (CoNLL-2003 NER does)"),
+    (["--task=conll2003", "--max_seq_length=64", "--document_context=65"],
+     "kerasbert: error: --document_context=65: more word pieces than a row holds "
+     "(--max_seq_length=64)"),
+])
+def test_the_cli_refuses_bad_values_before_training(tmp_path, args, message):
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run(
+        [sys.executable, "-m", "kerasbert.main", *args, "--init_checkpoint=random",
+         f"--output_dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300,
+        cwd=root, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == message
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
