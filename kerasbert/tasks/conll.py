@@ -14,6 +14,11 @@ window, the one where it has the most context on both sides (SQuAD's max-context
 Predictions are mapped back to every input word, so a prediction file has exactly one tag
 per word of the input.
 
+Document context (--document_context, FLERT-style): a row may also hold the words around
+its own in the sentence's `-DOCSTART-` document (`context_window`), unlabelled, so a word
+is still labelled and predicted once, in its own window; 0 (the default) gives the rows
+of each sentence alone.
+
 Metric: entity-level precision, recall and F1 as conlleval computes them (an entity counts
 only if its type and both boundaries match; an I- tag after O or after another type starts
 an entity), via seqeval's default mode. Values are fractions in [0, 1] like seqeval's

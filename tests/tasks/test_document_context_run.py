@@ -103,6 +103,8 @@ def test_served_tags_with_and_without_context_equal_the_python_path(runs, name):
     sentences = run.task.read_examples(run.task.sample_dir(), "valid")
     texts = [" ".join(s.words) for s in sentences]
     left, right = _contexts(sentences)
+    features = run.task.featurize(sentences, run.tokenizer, run.config.max_seq_length)
+    assert (np.bincount(features.extra["row_sentence"]) > 1).any()  # windows with context
     with_context = _python_tags(run, sentences)
     assert _served(path, text=texts, left_context=left, right_context=right) == with_context
     # serving_default: each sentence alone, a document of its own.
