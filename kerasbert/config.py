@@ -52,6 +52,14 @@ class RunConfig:
         None, help="A dev file to evaluate on instead of the one in --data_dir (e.g. SQuAD's "
         "dev-v1.1.json).")
 
+    # --- CoNLL-2003 NER ---
+    document_context: str = setting(
+        "0", help="CoNLL-2003: encode each sentence with up to N word pieces of the "
+        "neighbouring sentences of its -DOCSTART- document around it (FLERT-style left and "
+        "right context, about half each; whole words), or 'max' to fill the row "
+        "(--max_seq_length); labels, loss and predictions stay on the sentence's own words. "
+        "0 = each sentence alone.")
+
     # --- SQuAD (google-research/bert run_squad.py names) ---
     doc_stride: int = setting(
         128, help="SQuAD: tokens between the starts of consecutive passage windows.")
@@ -194,6 +202,12 @@ class RunConfig:
              "nothing to do: set at least one of --do_train, --do_eval, --do_predict")
         need(self.max_seq_length is None or self.max_seq_length >= 3, "max_seq_length",
              "must be at least 3 ([CLS] x [SEP])")
+        context = str(self.document_context)
+        need(context == "max" or context.isascii() and context.isdigit(), "document_context",
+             "must be a number of word pieces (0 or more) or max")
+        need(context == "max" or self.max_seq_length is None
+             or int(context) <= self.max_seq_length, "document_context",
+             f"more word pieces than a row holds (--max_seq_length={self.max_seq_length})")
         for flag in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             need(getattr(self, flag) > 0, flag, "must be a positive integer")
         for flag in ("train_file", "predict_file"):
@@ -279,8 +293,17 @@ class RunConfig:
         )
 
 
+def uses_document_context(config) -> bool:
+    """Whether --document_context asks for any context (N > 0, or max)."""
+    value = str(config.document_context)
+    return value == "max" or int(value) > 0
+
+
 def configure_task(task, config):
     """Hands the task the run's values of the options it declares (`Task.option_names`:
     SQuAD's doc_stride, ..., by BERT's flag names), then lets it check the config."""
+    if uses_document_context(config) and "document_context" not in task.option_names:
+        raise InputError(f"--document_context={config.document_context}: the {task.name} task "
+                         "has no documents to take context from (CoNLL-2003 NER does)")
     task.configure(**{name: getattr(config, name) for name in task.option_names})
     task.check_config(config)

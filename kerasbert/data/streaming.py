@@ -25,7 +25,8 @@ word-pieces the sentences a chunk at a time (`task.count_rows`, the windows `fea
 would make, without the arrays); and CoNLL's tag scheme (IOB1 or IOB2), which needs every
 sentence, is checked at the end of that pass, where an in-memory read checks it (the
 rewrite to IOB2 does not depend on the scheme, so each sentence is rewritten as it is
-read). Like in memory, the steps of an epoch come from the examples (sentences) and the
+read). With --document_context a chunk never ends inside a document (`Task.keeps_together`),
+so each row's context is the in-memory one. Like in memory, the steps of an epoch come from the examples (sentences) and the
 accuracy weights from the rows.
 SQuAD's file is one JSON document and stays in memory. Dev and test splits always do (their
 predictions are written per example).
@@ -132,11 +133,11 @@ class StreamedFeatures:
             tf.TensorSpec([None, *first.labels.shape[1:]], tf.as_dtype(first.labels.dtype)))
 
     def _chunks(self):
-        examples = iter(self.examples)
-        while chunk := list(itertools.islice(examples, CHUNK)):
+        for chunk in chunks(self.examples, self.task.keeps_together):
             features = self.task.featurize(chunk, self.tokenizer, self.max_seq_length)
             yield ({k: np.asarray(v, self._signature[0][k].dtype.as_numpy_dtype)
                     for k, v in features.inputs.items()}, features.labels)
+
 
     def make_dataset(self, batch_size, shuffle_seed=None, labels_per_token=False):
         """One pass over the file as batches; shuffled with `shuffle_seed` in a buffer of
@@ -161,3 +162,17 @@ def stream_train_split(config, task, tokenizer):
     """The run's training split, streamed from its file (see the module docstring)."""
     return StreamedFeatures(task, train_file(config, task), tokenizer, config.max_seq_length,
                             config.shuffle_buffer_size, limit=config.max_train_examples)
+
+
+def chunks(examples, keeps_together, size=None):
+    """Lists of at least `size` (CHUNK) consecutive examples (the last may be shorter), never cut
+    between two that `keeps_together` (CoNLL sentences of one document, with document
+    context: their rows then are the in-memory ones)."""
+    size, chunk = size or CHUNK, []
+    for example in examples:
+        if len(chunk) >= size and not keeps_together(chunk[-1], example):
+            yield chunk
+            chunk = []
+        chunk.append(example)
+    if chunk:
+        yield chunk

@@ -18,6 +18,10 @@ Signatures (each returns the outputs of the task's kind):
     serve_token_ids   token_ids, segment_ids, padding_mask int32 [None, None]
                       ([None, num_choices, None] for multiple choice), for callers that
                       tokenize themselves
+    serve_with_context  tagging runs trained with --document_context only: text,
+                      left_context, right_context [None] (the document's text before and
+                      after each sentence, "" for none); serving_default then tags each
+                      sentence alone
 Outputs:
     classification    probabilities float32 [None, num_labels], label string [None]
     regression        score float32 [None] (STS-B: the raw score, not clipped to [0, 5])
@@ -160,6 +164,8 @@ def write_saved_model(run, path):
                                     {n: [None] * run.kind.inputs_rank for n in TOKEN_ID_INPUTS},
                                     tf.int32),
     }
+    for name, (shapes, fn) in spec.signatures(run).items():
+        signatures[name] = concrete(fn, shapes, tf.string)
     # What the signatures capture must be reachable from the saved object: the vocabulary
     # tables (through the tokenizer) and the variables. The variables are the tf.Variables
     # the functions read, not the Keras wrappers of model.variables: with the wrappers,
@@ -183,6 +189,7 @@ def _write_metadata(run, path):
         "do_lower_case": run.tokenizer.do_lower_case,
         "serving_default_inputs": list(spec.text_inputs(run.task)),
         "serve_token_ids_inputs": list(TOKEN_ID_INPUTS),
+        **{f"{name}_inputs": list(shapes) for name, (shapes, _) in spec.signatures(run).items()},
         **spec.metadata(run),
     })
 

@@ -216,7 +216,9 @@ class CRFTagging:
     first word labelled in it (simulated: none of 44,000 windows of 1-5-piece words at
     max_seq_length 128 or 48; 1.6% of windows of 1-3-piece words at 16); training then
     lifts the constraint for an I- label (CRF.nll), decoding cannot tell and gives that
-    word no I- tag.
+    word no I- tag. With --document_context a row's context pieces (its document's other
+    words, kerasbert/tasks/conll.py) are unlabelled chain positions too: the likelihood
+    sums over their tags and Viterbi runs through them.
     """
 
     def __init__(self, num_outputs, *args, labels=(), constraints="iob2", **kwargs):

@@ -81,7 +81,10 @@ class Serving:
         returns the outputs; `encode` is then unused and `outputs` serves only
         `serve_token_ids`. `run` is a kerasbert.export.saved_model.LoadedRun (model,
         tokenizer, task, config, run_dir);
-    metadata(run) -> extra entries of the export's assets.extra/kerasbert.json.
+    metadata(run) -> extra entries of the export's assets.extra/kerasbert.json;
+    signatures(run) -> more raw-string signatures: {name: ({input name: shape}, function of
+        the inputs dict that returns the outputs)} (a tagging run with document context:
+        `serve_with_context`).
     """
 
     text_inputs: Callable[[Any], Mapping[str, list]]
@@ -89,6 +92,7 @@ class Serving:
     encode: Callable | None = None
     answer: Callable | None = None
     metadata: Callable = lambda run: {}
+    signatures: Callable = lambda run: {}
 
 
 def training_loss(kind, model):

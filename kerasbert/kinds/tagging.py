@@ -6,9 +6,34 @@ from kerasbert.kinds.base import Serving, TaskKind
 from kerasbert.kinds.tagging_graph import WordTagger
 
 
+CONTEXT_INPUTS = {"text": [None], "left_context": [None], "right_context": [None]}
+
+
+def _tagger(run):
+    return WordTagger(run.model, run.tokenizer, run.task.label_list, run.config.max_seq_length,
+                      getattr(run.task, "document_context", "0"))
+
+
 def _answer(run):
-    tagger = WordTagger(run.model, run.tokenizer, run.task.label_list, run.config.max_seq_length)
+    tagger = _tagger(run)
     return lambda inputs: tagger(inputs["text"])
+
+
+def _context_signatures(run):
+    """A run trained with --document_context also serves `serve_with_context`: the
+    sentence `text` with `left_context` and `right_context`, the text before and after it
+    in its document ("" for none; whitespace words, as `text`). serving_default serves
+    the sentence alone, as a document of one sentence."""
+    if getattr(run.task, "document_context", "0") == "0":
+        return {}
+    tagger = _tagger(run)
+    return {"serve_with_context": (CONTEXT_INPUTS, lambda inputs: tagger(
+        inputs["text"], inputs["left_context"], inputs["right_context"]))}
+
+
+def _metadata(run):
+    context = getattr(run.task, "document_context", "0")
+    return {"document_context": context} if context != "0" else {}
 
 
 def _token_tags(task, logits):
@@ -26,7 +51,8 @@ class TaggingKind(TaskKind):
     description = "a tag per word (logits [B, S, K], labels int32 [B, S], -1 ignored)"
     labels_per_token = True
     row_metrics = False  # a sentence's F1 needs all its pieces
-    serving = Serving(lambda task: {"text": [None]}, _token_tags, answer=_answer)
+    serving = Serving(lambda task: {"text": [None]}, _token_tags, answer=_answer,
+                      signatures=_context_signatures, metadata=_metadata)
 
     def per_example_loss(self, labels, outputs):
         # Only labelled positions count; the mean is over them, so a sentence of many

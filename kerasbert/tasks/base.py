@@ -87,7 +87,8 @@ class Task:
     `write_predictions`). Everything else has a default here: the attributes below,
     featurizing text (pairs), and the optional capabilities, each of which says what its
     default does: `read_file` (--train_file, --predict_file), `read_tfds` (--use_tfds),
-    `split_path` + `iter_file` + `count_rows` (--stream_train_data), `option_names` +
+    `split_path` + `iter_file` + `count_rows` + `keeps_together`
+    (--stream_train_data), `option_names` +
     `configure` and `check_config` (run settings), `is_sentence_pair` (the export).
 
     Not an `abc.ABC`: an abstract method would make an incomplete plugin task fail inside
@@ -193,6 +194,12 @@ class Task:
         counts them for the steps and the accuracy weights). By default one per example; a
         task whose example may make several (a long CoNLL sentence) overrides this."""
         return len(examples)
+
+    def keeps_together(self, example: Example, following: Example) -> bool:
+        """Whether two consecutive examples must be featurized in one `featurize` call (a
+        streamed split then never cuts a chunk between them): CoNLL's sentences of one
+        document with --document_context. By default never."""
+        return False
 
     def configure(self, **options) -> "Task":
         """Takes the run's values of `option_names` (e.g. SQuAD's doc_stride); most tasks

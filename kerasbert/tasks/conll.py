@@ -14,6 +14,11 @@ window, the one where it has the most context on both sides (SQuAD's max-context
 Predictions are mapped back to every input word, so a prediction file has exactly one tag
 per word of the input.
 
+Document context (--document_context, FLERT-style): a row may also hold the words around
+its own in the sentence's `-DOCSTART-` document (`context_window`), unlabelled, so a word
+is still labelled and predicted once, in its own window; 0 (the default) gives the rows
+of each sentence alone.
+
 Metric: entity-level precision, recall and F1 as conlleval computes them (an entity counts
 only if its type and both boundaries match; an I- tag after O or after another type starts
 an entity), via seqeval's default mode. Values are fractions in [0, 1] like seqeval's
@@ -46,15 +51,20 @@ TFDS_SPLITS = {"train": "train", "valid": "dev", "test": "test"}
 SCHEMES = ("auto", "iob1", "iob2")
 DOCSTART = "-DOCSTART-"
 _FIELDS = re.compile(r"[ \t]+")  # columns are space-separated; a word never holds a space
+DOCUMENT_BREAK = ()  # what _parse_columns yields for a -DOCSTART- line
 
 
 @dataclasses.dataclass(frozen=True)
 class Sentence(Example):
     """One sentence: `words`, IOB2 tags in `label` (a tuple, None if unknown), and the file
-    line of its first word (`line`) for messages. `text_a` is the words joined by spaces."""
+    line of its first word (`line`) for messages. `text_a` is the words joined by spaces.
+    `document`: the number of its `-DOCSTART-` document in the file (0, 1, ...; consecutive
+    sentences with the same number share a document, what --document_context reads); None
+    for a sentence of no document (it gets no context)."""
 
     words: tuple[str, ...] = ()
     line: int = 0
+    document: int | None = None
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -65,7 +75,8 @@ def _read_lines(path: str):
 
 
 def _parse_columns(path: str, lines):
-    """Yields (line number, fields) of word lines and (line number, None) at sentence breaks.
+    """Yields (line number, fields) of word lines, (line number, None) at blank lines and
+    (line number, DOCUMENT_BREAK) at -DOCSTART- lines (both end a sentence).
     Every word line has as many columns as the first (conlleval refuses a file that mixes
     them): another count is an InputError (a one-column line is left to the caller)."""
     first = None  # (columns, line number) of the first word line
@@ -73,7 +84,7 @@ def _parse_columns(path: str, lines):
         line = line.strip(" \t\r\n")
         fields = _FIELDS.split(line) if line else []
         if not fields or fields[0] == DOCSTART:
-            yield number, None
+            yield number, DOCUMENT_BREAK if fields else None
             continue
         if len(fields) > 1:
             first = first or (len(fields), number)
@@ -85,15 +96,20 @@ def _parse_columns(path: str, lines):
         yield number, fields
 
 
-def iter_sentences(path: str, labels: Sequence[str] = LABELS):
-    """The (words, tags, line numbers) of a CoNLL file one sentence at a time, tags as
-    written; a bad line is an InputError when it is reached."""
+def iter_document_sentences(path: str, labels: Sequence[str] = LABELS):
+    """The (document, words, tags, line numbers) of a CoNLL file one sentence at a time,
+    tags as written; a bad line is an InputError when it is reached. `document` counts the
+    -DOCSTART- lines that follow a sentence (0 up to the first such line)."""
     words, tags, lines = [], [], []
+    document, in_document = 0, False  # in_document: a sentence of `document` was seen
     for number, fields in _parse_columns(path, _read_lines(path)):
-        if fields is None:
+        if not fields:
             if words:
-                yield words, tags, lines
+                yield document, words, tags, lines
                 words, tags, lines = [], [], []
+                in_document = True
+            if fields == DOCUMENT_BREAK and in_document:
+                document, in_document = document + 1, False
             continue
         if len(fields) < 2:
             raise InputError(
@@ -107,6 +123,13 @@ def iter_sentences(path: str, labels: Sequence[str] = LABELS):
         tags.append(fields[-1])
         lines.append(number)
     if words:  # the last sentence may lack its trailing blank line
+        yield document, words, tags, lines
+
+
+def iter_sentences(path: str, labels: Sequence[str] = LABELS):
+    """The (words, tags, line numbers) of a CoNLL file one sentence at a time, tags as
+    written; a bad line is an InputError when it is reached."""
+    for _, words, tags, lines in iter_document_sentences(path, labels):
         yield words, tags, lines
 
 
@@ -207,10 +230,10 @@ def iter_conll_file(path: str, split: str, check: SchemeCheck):
     of read_conll_file as their lines are reached, except the scheme's, which need the whole
     file: call `check.finish()` after the last sentence. What --stream_train_data reads."""
     n = -1
-    for n, (words, tags, lines) in enumerate(iter_sentences(path)):
+    for n, (document, words, tags, lines) in enumerate(iter_document_sentences(path)):
         _as_iob2(tags, check.add(tags, lines))
         yield Sentence(guid=f"{split}-{n}", text_a=" ".join(words), label=tuple(tags),
-                       words=tuple(words), line=lines[0])
+                       words=tuple(words), line=lines[0], document=document)
     if n < 0:
         raise InputError(f"{at(path)}no sentences (expected `word POS chunk NER` lines)")
 
@@ -330,8 +353,43 @@ def count_rows(sentences: Sequence[Sentence], tokenizer, max_seq_length: int) ->
     return rows
 
 
+def context_pieces(document_context, max_seq_length: int) -> int:
+    """The word pieces of document context a row may hold (--document_context): 0, N, or
+    "max" (as many as the row holds), never more than a row holds besides [CLS] [SEP]."""
+    capacity = _capacity(max_seq_length)
+    value = str(document_context if document_context is not None else 0)
+    return capacity if value == "max" else min(int(value), capacity)
+
+
+def context_window(own_start: int, own_end: int, room: int, offsets) -> tuple[int, int]:
+    """The pieces [start, end) of a row whose own pieces are [own_start, own_end) of a
+    document, with up to `room` pieces of the document around them: whole words only
+    (`offsets`: the piece offsets of the document's words, the own bounds among them),
+    half of `room` before (the odd piece too) and half after, and what one side lacks (at
+    the document's start or end) goes to the other."""
+    total = offsets[-1]
+    half_left = room - room // 2
+    left = min(own_start, max(half_left, room - (total - own_end)))
+    start = offsets[np.searchsorted(offsets, own_start - left, side="left")]
+    right = room - (own_start - start)
+    end = offsets[np.searchsorted(offsets, own_end + right, side="right") - 1]
+    return int(start), int(end)
+
+
+def documents(sentences: Sequence[Sentence]) -> list[range]:
+    """The runs of consecutive sentences of one document (a sentence whose `document` is
+    None is a document of its own)."""
+    runs, first = [], 0
+    for n in range(1, len(sentences) + 1):
+        if n == len(sentences) or sentences[n].document is None or (
+                sentences[n].document != sentences[n - 1].document):
+            runs.append(range(first, n))
+            first = n
+    return runs
+
+
 def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length: int,
-                        label_list: Sequence[str] = LABELS) -> Features:
+                        label_list: Sequence[str] = LABELS, document_context=0) -> Features:
     """[CLS] pieces [SEP] rows, first-piece labels, windows for long sentences.
 
     `extra` maps predictions back to words: for the k-th word of all sentences (in order),
@@ -339,37 +397,58 @@ def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length
     window that predicts it; `sentence_starts[n]` is the index of sentence n's first word.
     `row_sentence` is the sentence of each row. Labels are set only at those positions (each
     word trains once, in the same window that predicts it); -1 elsewhere.
+
+    `document_context` (--document_context: word pieces, or "max"; see `context_pieces`):
+    each row also holds up to that many pieces of the words around its own in the
+    sentence's document (`context_window`): the neighbouring sentences, and for a window of
+    a long sentence its own words outside the window. They are never labelled, so each word
+    is still labelled and predicted once, in its window; `extra["own_positions"]` [rows, 2]
+    is where each row's own pieces start and end. 0: rows of the sentence alone.
     """
     capacity = _capacity(max_seq_length)
+    context = context_pieces(document_context, max_seq_length)
     label_id = {label: i for i, label in enumerate(label_list)}
     labelled = bool(sentences) and all(s.label is not None for s in sentences)
     num_words = sum(len(s.words) for s in sentences)
     sentence_starts = np.concatenate([[0], np.cumsum([len(s.words) for s in sentences])])
 
-    rows, row_labels, row_sentence = [], [], []
+    rows, row_labels, row_sentence, own_positions = [], [], [], []
     word_row = np.zeros(num_words, np.int32)
     word_position = np.zeros(num_words, np.int32)
     counts = {"empty": 0, "cut": 0, "dropped": 0}
-    windowed = 0
-    for n, (sentence, pieces) in enumerate(
-            zip(sentences, _sentence_pieces(sentences, tokenizer, capacity, counts))):
-        first = sentence_starts[n]
-        lengths = [len(p) for p in pieces]
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        spans = windows(lengths, capacity)
-        windowed += len(spans) > 1
-        owner = best_windows(lengths, spans)
-        for w, (s, e) in enumerate(spans):
-            row = len(rows)
-            rows.append(np.concatenate([[tokenizer.cls_id], *pieces[s:e], [tokenizer.sep_id]]))
-            labels = np.full(max_seq_length, -1, np.int32)
-            for i in np.flatnonzero(owner == w):
-                position = 1 + offsets[i] - offsets[s]
-                word_row[first + i], word_position[first + i] = row, position
-                if labelled:
-                    labels[position] = label_id[sentence.label[i]]
-            row_labels.append(labels)
-            row_sentence.append(n)
+    windowed = with_context = 0
+    all_pieces = list(_sentence_pieces(sentences, tokenizer, capacity, counts))
+    for document in documents(sentences):
+        # The document as one stream of pieces; `doc_offsets` are its words' piece offsets.
+        words = [p for n in document for p in all_pieces[n]]
+        stream = np.concatenate(words) if words else np.zeros([0], np.int32)
+        doc_offsets = np.concatenate([[0], np.cumsum([len(p) for p in words])]).astype(np.int64)
+        for n in document:
+            sentence, pieces = sentences[n], all_pieces[n]
+            first = sentence_starts[n]
+            in_document = first - sentence_starts[document.start]  # its first word's index
+            lengths = [len(p) for p in pieces]
+            spans = windows(lengths, capacity)
+            windowed += len(spans) > 1
+            owner = best_windows(lengths, spans)
+            for w, (s, e) in enumerate(spans):
+                row = len(rows)
+                own_start, own_end = doc_offsets[in_document + s], doc_offsets[in_document + e]
+                start, end = context_window(own_start, own_end,
+                                            min(context, capacity - (own_end - own_start)),
+                                            doc_offsets)
+                with_context += (start, end) != (own_start, own_end)
+                rows.append(np.concatenate([[tokenizer.cls_id], stream[start:end],
+                                            [tokenizer.sep_id]]))
+                own_positions.append((1 + own_start - start, 1 + own_end - start))
+                labels = np.full(max_seq_length, -1, np.int32)
+                for i in np.flatnonzero(owner == w):
+                    position = 1 + doc_offsets[in_document + i] - start
+                    word_row[first + i], word_position[first + i] = row, position
+                    if labelled:
+                        labels[position] = label_id[sentence.label[i]]
+                row_labels.append(labels)
+                row_sentence.append(n)
 
     token_ids = np.full([len(rows), max_seq_length], tokenizer.pad_id, np.int32)
     padding_mask = np.zeros([len(rows), max_seq_length], np.int32)
@@ -387,6 +466,11 @@ def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length
     if empty:
         log.info("%d word(s) had no word pieces (e.g. only control characters) and are "
                  "read as [UNK]", empty)
+    extra = {}
+    if context:
+        log.info("document context of up to %d word pieces: %d of %d rows hold some",
+                 context, with_context, len(rows))
+        extra["own_positions"] = np.asarray(own_positions, np.int32).reshape(-1, 2)
     return Features(
         inputs={"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
                 "padding_mask": padding_mask},
@@ -396,7 +480,7 @@ def featurize_sentences(sentences: Sequence[Sentence], tokenizer, max_seq_length
         extra={"word_row": word_row, "word_position": word_position,
                "sentence_starts": sentence_starts.astype(np.int64),
                "row_sentence": np.asarray(row_sentence, np.int32),
-               "dropped_pieces": dropped},
+               "dropped_pieces": dropped, **extra},
     )
 
 
@@ -485,7 +569,7 @@ def evaluate_file(path: str) -> dict[str, float]:
     gold and predicted tags (other columns ignored), blank lines end sentences."""
     gold, predicted, g, p = [], [], [], []
     for number, fields in _parse_columns(path, _read_lines(path)):
-        if fields is None:
+        if not fields:
             if g:
                 gold.append(g)
                 predicted.append(p)
@@ -532,6 +616,8 @@ class ConllTask(Task):
     # On the 200-sentence bundled sample the paper recipe is only 21 steps, too few for
     # MiniLM to leave the all-"O" solution (dev F1 ~0); this gives ~0.9 there.
     sample_recipe = {"learning_rate": 1e-4, "train_batch_size": 16, "num_train_epochs": 6.0}
+    option_names = ("document_context",)
+    document_context = "0"  # --document_context: pieces of context per row, or "max"
 
     def __init__(self, scheme: str = "auto"):
         if scheme not in SCHEMES:
@@ -579,6 +665,29 @@ class ConllTask(Task):
     def sample_dir(self) -> str:
         return bundled_sample("conll2003")
 
+    def configure(self, document_context=None, **options) -> "ConllTask":
+        if options:
+            raise InputError(f"{self.name}: unknown option(s) {', '.join(options)}; expected "
+                             "document_context")
+        if document_context is not None:  # RunConfig checked it: "max" or digits
+            value = str(document_context)
+            self.document_context = value if value == "max" else str(int(value))
+        return self
+
+    def check_config(self, config) -> None:
+        # (N <= --max_seq_length is RunConfig's check.)
+        value = self.document_context
+        if value != "0" and config.use_tfds:
+            raise InputError(f"--document_context={value}: TFDS conll2003 has no -DOCSTART- "
+                             "documents to take context from; read the CoNLL files "
+                             "(--data_dir) instead of --use_tfds")
+
+    def keeps_together(self, example, following) -> bool:
+        """With document context, a document's sentences are featurized together (each
+        row's context comes from its neighbours), also when streamed."""
+        return (self.document_context != "0" and example.document is not None
+                and example.document == following.document)
+
     def read_tfds(self, split: str, data_dir: str | None = None) -> list[Sentence]:
         """Reads a split of a prepared TFDS `conll2003` (train / dev / test; no downloads)."""
         import tensorflow_datasets as tfds  # heavy; only when asked for
@@ -608,7 +717,8 @@ class ConllTask(Task):
                 for n, (w, t, lines) in enumerate(sentences)]
 
     def featurize(self, examples, tokenizer, max_seq_length: int) -> Features:
-        return featurize_sentences(examples, tokenizer, max_seq_length, self.label_list)
+        return featurize_sentences(examples, tokenizer, max_seq_length, self.label_list,
+                                   self.document_context)
 
     def predict_tags(self, outputs, features: Features) -> list[list[str]]:
         return predict_word_tags(outputs, features, self.label_list)
