@@ -11,6 +11,7 @@ import tempfile
 
 import tensorflow as tf
 
+from kerasbert import cluster
 from kerasbert.errors import InputError
 from kerasbert.run_folder import CHECKPOINT_DIR
 
@@ -23,8 +24,9 @@ def make_strategy(name="one_device", tpu=None):
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker":
         read_tf_config()  # a malformed TF_CONFIG fails here with a clear message
-        # The cluster (workers' host:port) and this process's role come from TF_CONFIG;
-        # without one it is a cluster of one.
+        # The cluster (workers' host:port) and this process's role come from TF_CONFIG
+        # (built from SLURM's variables in an srun task, see read_tf_config); without one
+        # it is a cluster of one.
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
         return _tpu_strategy(tpu)
@@ -45,8 +47,17 @@ def _tpu_strategy(tpu):
 
 
 def read_tf_config():
-    """The parsed TF_CONFIG environment variable ({} when unset)."""
+    """The parsed TF_CONFIG environment variable ({} when unset).
+
+    Unset in a task of a SLURM job step (srun), it is first built from SLURM's variables
+    (kerasbert/cluster.py) and set, so that MultiWorkerMirroredStrategy reads the same."""
     text = os.environ.get("TF_CONFIG", "")
+    if not text.strip() and cluster.in_slurm_step(os.environ):
+        config = cluster.tf_config_from_slurm(os.environ)
+        os.environ["TF_CONFIG"] = text = json.dumps(config)
+        workers, index = config["cluster"]["worker"], config["task"]["index"]
+        print(f"kerasbert: TF_CONFIG from SLURM: worker {index} of {len(workers)} "
+              f"({workers[index]}; worker 0 at {workers[0]})", flush=True)
     if not text.strip():
         return {}
     try:

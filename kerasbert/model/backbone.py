@@ -152,6 +152,27 @@ class BertEncoder(keras_hub.models.BertBackbone):
         return config
 
 
+# keras-hub finds a preset's tokenizer, preprocessor and task classes by their
+# `backbone_cls`: a preset whose backbone is BertEncoder needs these for
+# `keras_hub.models.BertTokenizer / BertTextClassifier.from_preset` to load it
+# (kerasbert/export/checkpoint.py writes them). They add nothing else.
+@keras.saving.register_keras_serializable(package="kerasbert")
+class BertEncoderTokenizer(keras_hub.models.BertTokenizer):
+    backbone_cls = BertEncoder
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class BertEncoderTextClassifierPreprocessor(keras_hub.models.BertTextClassifierPreprocessor):
+    backbone_cls = BertEncoder
+    tokenizer_cls = BertEncoderTokenizer
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class BertEncoderTextClassifier(keras_hub.models.BertTextClassifier):
+    backbone_cls = BertEncoder
+    preprocessor_cls = BertEncoderTextClassifierPreprocessor
+
+
 def all_layer_outputs_model(backbone):
     """A model giving the embeddings and every transformer layer's output.
 

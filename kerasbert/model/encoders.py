@@ -354,6 +354,42 @@ def _hf_tensor_plan(backbone):
     return plan
 
 
+def hf_tensors(backbone, prefix=""):
+    """The inverse of `_assign_hf_weights`: every weight of `backbone` as a float32 numpy
+    array under its HuggingFace name (`prefix` "bert." for a BertForX checkpoint), in HF's
+    [out, in] layout, so that loading them back gives the same values bit for bit."""
+    tensors = {}
+    for name, shape, transpose, variable in _hf_tensor_plan(backbone):
+        value = np.asarray(variable.numpy(), np.float32)
+        value = value.reshape(shape[::-1]).T if transpose else value.reshape(shape)
+        tensors[prefix + name] = np.ascontiguousarray(value)
+    return tensors
+
+
+def hf_config(backbone):
+    """The HF BertConfig fields `_hf_settings` reads back into the same `BertEncoder` (its
+    real `hidden_act` and `layer_norm_eps`); a causal encoder has no BertModel equivalent."""
+    if getattr(backbone, "causal", False):
+        raise InputError("a causal (left-to-right) encoder has no HuggingFace BertModel "
+                         "equivalent")
+    return {
+        "model_type": "bert",
+        "vocab_size": backbone.vocabulary_size,
+        "hidden_size": backbone.hidden_dim,
+        "num_hidden_layers": backbone.num_layers,
+        "num_attention_heads": backbone.num_heads,
+        "intermediate_size": backbone.intermediate_dim,
+        "hidden_act": getattr(backbone, "hidden_act", "gelu_new"),  # stock keras-hub: tanh
+        "hidden_dropout_prob": backbone.dropout,
+        "attention_probs_dropout_prob": backbone.dropout,  # keras-hub has one rate for both
+        "max_position_embeddings": backbone.max_sequence_length,
+        "type_vocab_size": backbone.num_segments,
+        "layer_norm_eps": getattr(backbone, "layer_norm_eps", 1e-12),
+        "initializer_range": 0.02,
+        "position_embedding_type": "absolute",
+    }
+
+
 def _assign_hf_weights(backbone, tensors, weights_file):
     """Copies HF BERT tensors into `backbone`, checking every shape."""
     # BertForX checkpoints nest the encoder under "bert."; BertModel does not.
