@@ -72,6 +72,45 @@ def baseline_label(labels, wanted, flag="--baseline"):
     raise InputError(f"{flag}={wanted}: no such row; the rows are: " + ", ".join(labels))
 
 
+# --- Running the planned runs, reusing finished ones --------------------------------------
+
+# Settings a finished run may have been made with differently and still count.
+REUSABLE_CHANGES = set(run_folder.RESUMABLE_CHANGES) | {"output_dir", "deterministic"}
+
+
+def seed_folder(row_folder, seed):
+    """Where a row's run for one seed goes: `<row folder>/seed-<n>`."""
+    return os.path.join(row_folder, f"seed-{seed}")
+
+
+def check_reusable(configs):
+    """A finished run folder made with other settings must not be counted as this run:
+    refused, naming the setting, before anything trains."""
+    for config in configs:
+        if run_folder.is_finished(config.output_dir):
+            changed = run_folder.changed_settings(config.output_dir, config,
+                                                  REUSABLE_CHANGES)
+            if changed:
+                key, saved, wanted = changed[0]
+                raise InputError(
+                    f"{run_folder.path(config.output_dir, run_folder.RUN_CONFIG)}: this run "
+                    f"was made with {key}={saved!r}, now {wanted!r}; use another "
+                    "--output_dir, or remove that folder to run it again")
+
+
+def run_all(configs, execute, log=print, tool="kerasbert"):
+    """Runs every config (resolved: the task's recipe filled in) whose folder holds no
+    finished run; a finished one is reused, an unfinished one resumes (run.execute)."""
+    check_reusable(configs)
+    for i, config in enumerate(configs):
+        where = f"{tool}: run {i + 1}/{len(configs)} {config.output_dir}"
+        if run_folder.is_finished(config.output_dir):
+            log(f"{where}: finished before, reused")
+        else:
+            log(f"{where}: seed {config.seed}")
+            execute(config)
+
+
 # --- Per-example dev scores of one run ----------------------------------------------------
 
 def entity_counts(sentences):
@@ -93,7 +132,12 @@ def per_example_scores(run_dir, kind, metric, split):
     if kind == "tagging" and metric == "f1":
         sentences = run_folder.read_tagging_predictions(run_dir, split)
         if sentences:
-            return entity_counts(sentences), "f1"
+            counts = entity_counts(sentences)
+            # Only a file that scores to the run's own F1 is its final predictions.
+            recorded = finite_value(run_folder.read_metrics(run_dir), metric)
+            if recorded is not None and abs(
+                    stats.f1_statistic(counts.sum(axis=0), len(counts)) - recorded) < 1e-6:
+                return counts, "f1"
     return None
 
 
@@ -263,9 +307,26 @@ def write_outputs(folder, stem, tables, text, command, experiment):
                       {"command": command, "experiment": experiment, "tables": tables})
 
 
-def command_line(argv):
-    """The command as run, for the JSON: `python tools/x.py --flag ...`."""
-    import shlex
+EXPERIMENT_SETTINGS = ("task", "head", "data_dir", "init_checkpoint", "model_size",
+                       "max_train_examples", "max_eval_examples", "max_seq_length",
+                       "train_batch_size", "learning_rate", "num_train_epochs",
+                       "frozen_learning_rate", "frozen_epochs")
 
-    return "python " + shlex.join([os.path.relpath(argv[0]) if os.path.exists(argv[0])
-                                   else argv[0], *argv[1:]])
+
+def experiment(config, seeds, **extra):
+    """What findings.py shows as a table's experiment: the data and the budget of a
+    representative run config, and the seeds."""
+    return {**{k: getattr(config, k) for k in EXPERIMENT_SETTINGS}, "seeds": list(seeds),
+            **extra}
+
+
+def command_line(argv=None):
+    """The command as it was typed, for the JSON (`python tools/x.py --flag ...`,
+    `python -m kerasbert.main ...`): sys.orig_argv with the interpreter's path dropped."""
+    import shlex
+    import sys
+
+    argv = list(argv if argv is not None else getattr(sys, "orig_argv", sys.argv))
+    if argv:
+        argv[0] = os.path.basename(argv[0])
+    return shlex.join(argv)
