@@ -71,7 +71,7 @@ def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
     with open(out / "grid.csv") as f:
         rows = list(csv.DictReader(f))
     assert [(r["L/H/A"], r["init"], r["seed"]) for r in rows] == [
-        ("2/32/2", "random", "1"), ("4/32/2", "random", "1"), ("2/48/2", "pretrained", "1")]
+        ("2/32/2", "random", "42"), ("4/32/2", "random", "42"), ("2/48/2", "pretrained", "42")]
     params = [int(r["encoder_parameters"]) for r in rows]
     assert params[0] < params[1] < params[2]
     assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in rows)
