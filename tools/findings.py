@@ -266,7 +266,8 @@ def measure(claim, sources):
                       "sources": sorted({a_src["file"], b_src["file"]}),
                       "commands": list(dict.fromkeys(
                           s["data"].get("command", "?") for s in (a_src, b_src))),
-                      "experiments": [s["data"].get("experiment") for s in (a_src, b_src)]}
+                      "experiments": [s["data"].get("experiment") for s in (
+                          (a_src,) if a_src["file"] == b_src["file"] else (a_src, b_src))]}
             result["verdict"], result["note"] = verdict(
                 claim["direction"], d["n"], d["difference"], d["low"], d["high"], d["std"],
                 claim["margin"])

@@ -37,9 +37,10 @@ from kerasbert.io_utils import atomic_write_text
 
 FLAGS = kb_main.FLAGS
 PAPER_SIZES = ["3/768/12", "6/768/3", "6/768/12", "12/768/12", "12/1024/16", "24/1024/16"]
-flags.DEFINE_list("sizes", ["2/64/2", "4/128/2", "4/256/4"], "L/H/A shapes (random "
-                  "initialisation), checkpoint folders, or 'paper' for the BERT paper's "
-                  "Table 6 grid (" + ", ".join(PAPER_SIZES) + ").")
+if "sizes" not in FLAGS:  # loaded twice in one process (tests): defined once
+    flags.DEFINE_list("sizes", ["2/64/2", "4/128/2", "4/256/4"], "L/H/A shapes (random "
+                      "initialisation), checkpoint folders, or 'paper' for the BERT paper's "
+                      "Table 6 grid (" + ", ".join(PAPER_SIZES) + ").")
 
 
 def plan_grid(base, sizes):
