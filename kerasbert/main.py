@@ -67,8 +67,9 @@ def main(argv):
         FLAGS.output_dir = os.path.join(
             "kerasbert_runs", f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head, registry.heads))
-    if FLAGS.learning_rates or FLAGS.num_restarts != 1:  # a grid of runs
-        sweep.run_sweep(config, FLAGS.learning_rates, FLAGS.num_restarts, registry)
+    if FLAGS.learning_rates or FLAGS.num_restarts != 1 or FLAGS.seeds:  # a grid of runs
+        sweep.run_sweep(config, FLAGS.learning_rates, FLAGS.num_restarts, registry,
+                        seeds=FLAGS.seeds, baseline=FLAGS.baseline)
     else:
         run_lib.execute(config, registry)
     return 0

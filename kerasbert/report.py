@@ -161,7 +161,9 @@ def write_sweep_report(sweep_dir):
              f"{'s' * (summary['num_restarts'] > 1)}")
     lines = [title, "",
              f"{finished} of {len(runs)} runs finished" + (f", {failed} failed" if failed else "")
-             + ". Restart i uses seed " + f"{summary['seed']} + i (data shuffling, dropout, head "
+             + ". Restart i uses the i-th of seeds "
+             + ", ".join(str(s) for s in summary.get("seeds", [summary["seed"]]))
+             + " (data shuffling, dropout, head "
              "initialisation) from the same encoder checkpoint; every learning rate sees the "
              f"same seeds. Selection: dev {metric}, "
              + ("higher" if summary["higher_is_better"] else "lower") + " is better.", ""]
@@ -180,6 +182,8 @@ def write_sweep_report(sweep_dir):
                                                               else "")]
          for s in summary["per_learning_rate"]]),
         f"![dev {metric} per learning rate and restart]({run_folder.SWEEP_PNG})", "",
+        *(["## Over restarts: intervals and paired differences", "",
+           summary["restarts_markdown"]] if summary.get("restarts_markdown") else []),
         "## All runs", "", markdown_table(
             ["run", "learning rate", "seed", "status", *keys, "train s", "report"],
             [[r["name"], f"{r['learning_rate']:g}", r["seed"], r["status"],

@@ -163,6 +163,36 @@ def write_eval_results(run_dir, metrics):
                       "".join(f"{k} = {v}\n" for k, v in sorted(metrics.items())))
 
 
+def tagging_predictions_file(split):
+    """A tagging run's conlleval-format predictions of a split (`word gold predicted`)."""
+    return f"{split}_predictions.txt"
+
+
+def read_tagging_predictions(run_dir, split):
+    """The (gold tags, predicted tags) of each sentence of a tagging run's
+    `<split>_predictions.txt`, or None when the run has no such file (or it holds no gold
+    tags: an unlabelled split)."""
+    file = path(run_dir, tagging_predictions_file(split))
+    if not os.path.isfile(file):
+        return None
+    sentences, gold, predicted = [], [], []
+    with open(file, encoding="utf-8") as f:
+        for line in f:
+            fields = line.rstrip("\n").split(" ")
+            if fields == [""]:
+                if gold:
+                    sentences.append((gold, predicted))
+                gold, predicted = [], []
+                continue
+            if len(fields) < 3:
+                return None
+            gold.append(fields[-2])
+            predicted.append(fields[-1])
+    if gold:
+        sentences.append((gold, predicted))
+    return sentences
+
+
 def read_run_history(run_dir):
     """history.csv as a list of dict rows (strings), [] when absent."""
     return read_history(path(run_dir, HISTORY))

@@ -5,8 +5,11 @@
 
 Every (learning rate, restart) pair is an ordinary `kerasbert.run.execute` run in
 `<output_dir>/runs/lr<rate>-r<restart>/`. Restart i uses seed `--seed + i` (data shuffling,
-dropout, head initialisation) and the same `--init_checkpoint`; every learning rate sees
-the same seeds. The best run on dev by the task's main metric keeps everything (weights,
+dropout, head initialisation), or the i-th of `--seeds`, and the same `--init_checkpoint`;
+every learning rate sees the same seeds. Per learning rate the summary also has n, mean ±
+sample std, min–max and a 95% interval over the restarts, and the paired difference to
+`--baseline` (default the first learning rate), in `sweep.json` under "restarts"
+(kerasbert/restarts.py) and in `report.md`. The best run on dev by the task's main metric keeps everything (weights,
 checkpoints, predictions); the others keep only their metrics, history, config and report.
 `sweep.json`, `sweep.csv`, `sweep.png` and `report.md` summarise the grid and are rewritten
 after every run. Started again with the same command, a sweep skips finished runs
@@ -21,7 +24,7 @@ import os
 import shutil
 import statistics
 
-from kerasbert import distribute, plugins, report, run_folder
+from kerasbert import distribute, plugins, report, restarts, run_folder
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.export import saved_model
@@ -70,19 +73,33 @@ def run_name(learning_rate, restart):
     return f"lr{learning_rate:g}-r{restart}"
 
 
-def plan_sweep(base, learning_rates, num_restarts):
-    """One run per (learning rate, restart), learning rates outermost; restart i: seed + i."""
+def sweep_seeds(base_seed, num_restarts, seeds=None):
+    """The seed of each restart: --seeds when given (then --num_restarts must be 1 or
+    their number), else --seed, --seed + 1, ... for --num_restarts."""
     if num_restarts < 1:
         raise InputError(f"--num_restarts={num_restarts}: must be a positive integer")
+    if seeds is None:
+        return [base_seed + restart for restart in range(num_restarts)]
+    seeds = restarts.parse_seeds(seeds, base_seed)
+    if num_restarts not in (1, len(seeds)):
+        raise InputError(f"--num_restarts={num_restarts}: --seeds gives {len(seeds)} "
+                         "restarts; give one or the other")
+    return seeds
+
+
+def plan_sweep(base, learning_rates, num_restarts, seeds=None):
+    """One run per (learning rate, restart), learning rates outermost; restart i: seed + i,
+    or the i-th of `seeds`."""
+    seed_of = sweep_seeds(base.seed, num_restarts, seeds)
     runs = []
     for rate in learning_rates:
-        for restart in range(num_restarts):
+        for restart, seed in enumerate(seed_of):
             name = run_name(rate, restart)
             config = dataclasses.replace(
-                base, learning_rate=rate, seed=base.seed + restart,
+                base, learning_rate=rate, seed=seed,
                 output_dir=os.path.join(base.output_dir, RUNS, name),
                 overwrite_output_dir=False, export_dir=None)
-            runs.append(PlannedRun(name, rate, restart, base.seed + restart, config))
+            runs.append(PlannedRun(name, rate, restart, seed, config))
     return runs
 
 
@@ -168,8 +185,11 @@ def prepare_sweep_dir(base):
 
 # --- The sweep ---------------------------------------------------------------------------
 
-def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, log=print):
-    """Runs (or resumes) the grid; returns the summary written to sweep.json."""
+def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, log=print,
+              seeds=None, baseline=None):
+    """Runs (or resumes) the grid; returns the summary written to sweep.json. `seeds`
+    (--seeds) replaces --seed + restart; `baseline` (--baseline) is the learning rate the
+    others are compared with (default the first)."""
     registry = registry or plugins.registry()
     execute = execute or run_lib.execute
     rates = parse_learning_rates(learning_rates)
@@ -185,14 +205,17 @@ def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, l
     if export_dir:  # the best run is exported at the end: what can fail, fails now
         saved_model.kind_export(task, registry)
         saved_model.check_export_dir(export_dir)
-    plan = plan_sweep(base, rates or (base.learning_rate,), num_restarts)
+    plan = plan_sweep(base, rates or (base.learning_rate,), num_restarts, seeds)
+    restarts.baseline_label([f"{r:g}" for r in dict.fromkeys(p.learning_rate for p in plan)],
+                            baseline)  # a bad --baseline is refused before the first run
     # A second sweep (or run, or landscape) on the folder refuses, naming this process.
     with (run_folder.lock(base.output_dir) if distribute.writes_outputs(
             base.distribution_strategy) else contextlib.nullcontext()):
-        return _run_plan(base, plan, task.main_metric, export_dir, registry, execute, log)
+        return _run_plan(base, plan, task, export_dir, registry, execute, log, baseline)
 
 
-def _run_plan(base, plan, metric, export_dir, registry, execute, log):
+def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=None):
+    metric = task.main_metric
     prepare_sweep_dir(base)
     for run in plan:  # every conflict is reported before anything trains
         check_same_settings(run)
@@ -224,7 +247,7 @@ def _run_plan(base, plan, metric, export_dir, registry, execute, log):
         for other, other_run in zip(results[:i + 1], plan):
             if other["name"] != best and other["status"] in ("finished", "failed"):
                 prune(other_run.config.output_dir, metric)
-        summary = write_summary(base, plan, results, metric, best)
+        summary = write_summary(base, plan, results, task, best, baseline)
 
     best = summary["best"]
     if best and run_folder.read_pruned(os.path.join(base.output_dir, RUNS, best)):
@@ -241,13 +264,36 @@ def _run_plan(base, plan, metric, export_dir, registry, execute, log):
     return summary
 
 
-def write_summary(base, plan, results, metric, best):
+def restarts_table(base, plan, task, baseline=None):
+    """Per learning rate over its restarts (kerasbert/restarts.py): n, mean ± std, min–max,
+    a 95% interval and the paired difference to the baseline learning rate."""
+    rows = [{"label": f"{rate:g}", "runs": {r.seed: r.config.output_dir for r in plan
+                                            if r.learning_rate == rate}}
+            for rate in dict.fromkeys(r.learning_rate for r in plan)]
+    metric = task.main_metric
+    table = restarts.summarize(restarts.collect(rows, metric, task.kind, task.dev_splits[0]),
+                               metric, baseline)
+    for row in table["rows"]:  # folders relative to the sweep's, as "runs" has them
+        row["dirs"] = {s: os.path.relpath(d, base.output_dir) for s, d in row["dirs"].items()}
+    return table
+
+
+def write_summary(base, plan, results, task, best, baseline=None):
+    metric = task.main_metric
+    table = restarts_table(base, plan, task, baseline)
     summary = {
         "task": base.task, "metric": metric, "higher_is_better": higher_is_better(metric),
         "learning_rates": list(dict.fromkeys(r.learning_rate for r in plan)),
         "num_restarts": max(r.restart for r in plan) + 1, "seed": base.seed,
+        "seeds": list(dict.fromkeys(r.seed for r in plan)),
         "best": best, "runs": results, "per_learning_rate": summarise(results, metric),
+        "restarts": table,
+        "restarts_markdown": restarts.markdown(table, scale=1.0, digits=4,
+                                               row_header="learning rate"),
+        "command": restarts.command_line(),
     }
+    summary["experiment"] = restarts.experiment(base, summary["seeds"],
+                                                learning_rates=summary["learning_rates"])
     atomic_write_json(run_folder.path(base.output_dir, run_folder.SWEEP_JSON), summary)
     report.write_sweep_report(base.output_dir)
     return summary

@@ -70,8 +70,8 @@ def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "grid.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["L/H/A"], r["init"]) for r in rows] == [
-        ("2/32/2", "random"), ("4/32/2", "random"), ("2/48/2", "pretrained")]
+    assert [(r["L/H/A"], r["init"], r["seed"]) for r in rows] == [
+        ("2/32/2", "random", "42"), ("4/32/2", "random", "42"), ("2/48/2", "pretrained", "42")]
     params = [int(r["encoder_parameters"]) for r in rows]
     assert params[0] < params[1] < params[2]
     assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in rows)
@@ -79,6 +79,7 @@ def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
     assert (out / "grid.png").stat().st_size > 5000
     # Run again: every size is finished, nothing is trained; the table is the same.
     again = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0 and again.stdout.count("finished before, skipped") == 3
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("finished before, reused") == 3
     with open(out / "grid.csv") as f:
         assert list(csv.DictReader(f)) == rows

@@ -1,5 +1,6 @@
 """The paper-table tools run end to end on tiny models and write their tables."""
 
+import json
 import os
 import subprocess
 import sys
@@ -21,13 +22,21 @@ def _tool(name, *args):
 @pytest.mark.large
 def test_compare_strategies_writes_table_and_plot(tmp_path):
     out = tmp_path / "cmp"
-    stdout = _tool("compare_strategies.py", "--task=rte", "--frozen_epochs=1",
-                   "--num_train_epochs=1", f"--output_dir={out}")
+    args = ["compare_strategies.py", "--task=rte", "--frozen_epochs=1", "--num_train_epochs=1",
+            "--seeds=1,2", f"--output_dir={out}"]
+    stdout = _tool(*args)
     table = (out / "comparison.md").read_text()
     assert table in stdout
     for strategy in ("fine-tune only", "frozen only", "stack-and-finetune"):
-        assert f"| {strategy} |" in table
+        assert f"| {strategy} | 2 |" in table
+    saved = json.loads((out / "comparison.json").read_text())
+    rows = saved["tables"]["rte"]["rows"]
+    assert [r["seeds"] for r in rows] == [[1, 2]] * 3
+    assert rows[2]["difference"]["n"] == 2
     assert (out / "curves.png").stat().st_size > 1000
+    # run again: every seed's run is reused, the table is the same
+    assert _tool(*args).count("finished before, reused") == 6
+    assert (out / "comparison.md").read_text() == table
 
 
 @pytest.mark.large
@@ -35,8 +44,9 @@ def test_ner_table_has_fine_tuning_and_the_six_layer_choices(tmp_path):
     out = tmp_path / "ner"
     _tool("ner_table.py", "--num_train_epochs=1", "--feature_bilstm_lstm_units=8",
           f"--output_dir={out}")
-    rows = (out / "table.md").read_text().strip().splitlines()[2:]
-    assert [r.split("|")[1].strip() for r in rows] == [
+    saved = json.loads((out / "table.json").read_text())
+    assert saved["tables"]["conll2003"]["interval_method"] == "bootstrap"
+    assert [r["label"] for r in saved["tables"]["conll2003"]["rows"]] == [
         "Fine-tuning", "Feature-based: embeddings", "Feature-based: second_to_last",
         "Feature-based: last", "Feature-based: sum_last_four",
         "Feature-based: concat_last_four", "Feature-based: sum_all"]

@@ -6,12 +6,15 @@
         --output_dir=runs/sizes-paper     # 3/768/12 6/768/3 6/768/12 12/768/12 12/1024/16 24/1024/16
     python tools/model_size_grid.py --task=rte --sizes=2/64/2,path/to/pretrained_bert ...
 
-Takes every `kerasbert.main` flag. Each `--sizes` entry is an L/H/A shape (or a
-`--model_size` name) trained from a random initialisation (intermediate size 4H, as in
-BERT), or a checkpoint folder (anything `--init_checkpoint` takes) fine-tuned from its
-weights. Every entry is an ordinary run in `<output_dir>/<L-H-A or folder name>/` with the
-same data, seed and recipe; a finished one is skipped when the command is run again.
-Writes `grid.md`, `grid.csv` and `grid.png` (dev metric against encoder parameters).
+Takes every `kerasbert.main` flag, and `--seeds=1,2,3` (default: --seed). Each `--sizes`
+entry is an L/H/A shape (or a `--model_size` name) trained from a random initialisation
+(intermediate size 4H, as in BERT), or a checkpoint folder (anything `--init_checkpoint`
+takes) fine-tuned from its weights. Every (entry, seed) is an ordinary run in
+`<output_dir>/<L-H-A or folder name>/seed-<n>/` with the same data and recipe; a finished
+one is reused when the command is run again. Writes `grid.md` and `grid.json` (per size:
+n, mean ± sample std, min–max and a 95% interval of the dev main metric over seeds, and
+the paired difference to --baseline, default the first size; kerasbert/restarts.py),
+`grid.csv` (one line per run) and `grid.png` (mean dev metric against encoder parameters).
 The paper's grid compares *pre-trained* models; random initialisations show what size
 alone buys on the task (little, on small data), and given checkpoints give the paper's
 comparison.
@@ -26,7 +29,7 @@ import sys
 from absl import app, flags
 
 from kerasbert import main as kb_main
-from kerasbert import plugins, run_folder
+from kerasbert import plugins, restarts, run_folder
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
@@ -34,14 +37,15 @@ from kerasbert.io_utils import atomic_write_text
 
 FLAGS = kb_main.FLAGS
 PAPER_SIZES = ["3/768/12", "6/768/3", "6/768/12", "12/768/12", "12/1024/16", "24/1024/16"]
-flags.DEFINE_list("sizes", ["2/64/2", "4/128/2", "4/256/4"], "L/H/A shapes (random "
-                  "initialisation), checkpoint folders, or 'paper' for the BERT paper's "
-                  "Table 6 grid (" + ", ".join(PAPER_SIZES) + ").")
+if "sizes" not in FLAGS:  # loaded twice in one process (tests): defined once
+    flags.DEFINE_list("sizes", ["2/64/2", "4/128/2", "4/256/4"], "L/H/A shapes (random "
+                      "initialisation), checkpoint folders, or 'paper' for the BERT paper's "
+                      "Table 6 grid (" + ", ".join(PAPER_SIZES) + ").")
 
 
 def plan_grid(base, sizes):
     """(label, run config) per entry of --sizes: a shape → random init, a folder → that
-    checkpoint."""
+    checkpoint; the config's output_dir is the entry's folder (seeds go below it)."""
     from kerasbert.model.backbone import parse_model_size
 
     entries = [s for item in sizes for s in (PAPER_SIZES if item == "paper" else [item])]
@@ -77,6 +81,14 @@ def encoder_shape_and_parameters(run_dir):
             int(backbone.count_params()))
 
 
+def plan_seeds(plan, task, seeds):
+    """[(label, {seed: resolved run config in <entry folder>/seed-<n>})]."""
+    return [(label, {seed: dataclasses.replace(
+        config, seed=seed, overwrite_output_dir=False,
+        output_dir=restarts.seed_folder(config.output_dir, seed)).resolved(task)
+        for seed in seeds}) for label, config in plan]
+
+
 def main(argv):
     if len(argv) > 1:
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -84,48 +96,79 @@ def main(argv):
     task = registry.task(FLAGS.task)
     head = FLAGS.head or task.default_head
     base = RunConfig.from_flags(FLAGS, kb_main.head_options(FLAGS, head))
-    metric = task.main_metric
-    rows = []
-    for label, config in plan_grid(base, FLAGS.sizes):
-        if run_folder.is_finished(config.output_dir):
-            print(f"model_size_grid: {label}: finished before, skipped", flush=True)
-            metrics = run_folder.read_metrics(config.output_dir)
-        else:
-            print(f"model_size_grid: {label} ({config.init_checkpoint})", flush=True)
-            metrics = run_lib.execute(config, registry)
-        layers, hidden, heads, parameters = encoder_shape_and_parameters(config.output_dir)
-        history = run_folder.read_run_history(config.output_dir)
-        rows.append({"size": f"{layers}/{hidden}/{heads}", "init": (
-            "random" if config.init_checkpoint == "random" else label),
-            "parameters": parameters, "value": metrics.get(metric),
-            "metrics": {k: v for k, v in metrics.items() if k != "phases"},
-            "seconds": history[-1]["seconds"] if history else "",
-            "run": os.path.basename(config.output_dir)})
-    write_outputs(base.output_dir, task.name, metric, rows)
+    seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
+    rows = plan_seeds(plan_grid(base, FLAGS.sizes), task, seeds)
+    restarts.baseline_label([label for label, _ in rows], FLAGS.baseline)
+    restarts.run_all([c for _, runs in rows for c in runs.values()],
+                     lambda c: run_lib.execute(c, registry), tool="model_size_grid")
+    write_outputs(base.output_dir, task, rows, seeds, FLAGS.baseline)
     return 0
 
 
-def write_outputs(output_dir, task_name, metric, rows):
-    from kerasbert.analysis.report_plots import plot_size_grid
-    from kerasbert.report import markdown_table
+def describe_rows(rows, task):
+    """Per entry: its shape, init and encoder parameters (from its first finished run's
+    encoder/), and every run's line for grid.csv."""
+    info, lines = {}, []
+    for label, runs in rows:
+        for seed, config in runs.items():
+            metrics = {k: v for k, v in run_folder.read_metrics(config.output_dir).items()
+                       if k != "phases"}
+            if not metrics:
+                continue
+            if label not in info:
+                layers, hidden, heads, parameters = encoder_shape_and_parameters(
+                    config.output_dir)
+                info[label] = {"size": f"{layers}/{hidden}/{heads}", "parameters": parameters,
+                               "init": ("random" if config.init_checkpoint == "random"
+                                        else label)}
+            history = run_folder.read_run_history(config.output_dir)
+            lines.append({**info[label], "seed": seed, "metrics": metrics,
+                          "seconds": history[-1]["seconds"] if history else "",
+                          "run": os.path.relpath(config.output_dir,
+                                                 os.path.dirname(os.path.dirname(
+                                                     config.output_dir)))})
+    return info, lines
 
-    keys = list(dict.fromkeys([metric] + [k for r in rows for k in r["metrics"]]))
+
+def write_outputs(output_dir, task, rows, seeds, baseline=None):
+    from kerasbert.analysis.report_plots import plot_size_grid
+
+    metric = task.main_metric
+    info, lines = describe_rows(rows, task)
+    collected = restarts.collect(
+        [{"label": label, "runs": {s: c.output_dir for s, c in runs.items()},
+          **info.get(label, {})} for label, runs in rows], metric, task.kind,
+        task.dev_splits[0])
+    summary = restarts.summarize(collected, metric, baseline)
+    keys = list(dict.fromkeys([metric] + [k for r in lines for k in r["metrics"]]))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["L/H/A", "init", "encoder_parameters", *keys, "train_seconds", "run"])
-    for r in rows:
-        writer.writerow([r["size"], r["init"], r["parameters"],
+    writer.writerow(["L/H/A", "init", "encoder_parameters", "seed", *keys, "train_seconds",
+                     "run"])
+    for r in lines:
+        writer.writerow([r["size"], r["init"], r["parameters"], r["seed"],
                          *[r["metrics"].get(k, "") for k in keys], r["seconds"], r["run"]])
     atomic_write_text(os.path.join(output_dir, "grid.csv"), buffer.getvalue())
-    table = markdown_table(
-        ["L/H/A", "init", "encoder parameters", *[f"dev {k}" for k in keys], "train s", "run"],
-        [[r["size"], r["init"], f"{r['parameters'] / 1e6:.2f}M",
-          *[r["metrics"].get(k, "") for k in keys], r["seconds"],
-          f"[{r['run']}]({r['run']}/report.md)"] for r in rows])
-    atomic_write_text(os.path.join(output_dir, "grid.md"), table)
-    plot_size_grid(rows, os.path.join(output_dir, "grid.png"), metric,
-                   title=f"{task_name}: dev {metric} by encoder size")
-    sys.stdout.write(table)
+    first = rows[0][1][seeds[0]]
+    header = (f"### {task.name}: dev {metric} by encoder size, seeds "
+              f"{', '.join(map(str, seeds))}\n\n"
+              f"Data {first.data_dir or 'bundled sample'} (max_train_examples "
+              f"{first.max_train_examples}); {first.num_train_epochs:g} epochs, lr "
+              f"{first.learning_rate:g}, batch {first.train_batch_size}.\n\n")
+    sizes = {label: info[label]["size"] for label in info}
+    params = {label: f"{info[label]['parameters'] / 1e6:.2f}M" for label in info}
+    inits = {label: info[label]["init"] for label in info}
+    text = header + restarts.markdown(
+        summary, scale=1.0, digits=4, row_header="entry",
+        extra=[("L/H/A", sizes), ("init", inits), ("encoder parameters", params)])
+    restarts.write_outputs(output_dir, "grid", {task.name: summary}, text,
+                           restarts.command_line(), restarts.experiment(first, seeds))
+    plot_size_grid([{"parameters": info[r["label"]]["parameters"], "value": r["mean"],
+                     "size": info[r["label"]]["size"]} for r in summary["rows"]
+                    if r["label"] in info and r["mean"] is not None],
+                   os.path.join(output_dir, "grid.png"), metric,
+                   title=f"{task.name}: mean dev {metric} by encoder size")
+    sys.stdout.write(text)
 
 
 def run():

@@ -33,7 +33,6 @@ import copy
 import datetime
 import importlib.util
 import json
-import math
 import os
 import subprocess
 import sys
@@ -46,6 +45,7 @@ sys.path.insert(0, ROOT)
 
 # (imported after the path is set: this checkout's kerasbert)
 from kerasbert import run_folder
+from kerasbert.analysis.stats import describe, welch_interval
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json, atomic_write_text, read_json_object
 from kerasbert.tasks import conll, glue, squad, swag
@@ -71,32 +71,6 @@ class ParityError(Exception):
 
 
 # --- Arithmetic ----------------------------------------------------------------------------
-
-def describe(values):
-    """n, mean, sample standard deviation (None for one value), min and max."""
-    values = np.asarray(values, np.float64)
-    return {"n": int(values.size), "mean": float(values.mean()),
-            "std": float(values.std(ddof=1)) if values.size > 1 else None,
-            "min": float(values.min()), "max": float(values.max())}
-
-
-def welch_interval(a, b, level=0.95):
-    """mean(a) − mean(b) and its Welch t interval; the interval is None when a side has
-    fewer than two values (no spread to judge by)."""
-    from scipy import stats
-
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    difference = float(a.mean() - b.mean())
-    if a.size < 2 or b.size < 2:
-        return {"difference": difference, "low": None, "high": None}
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return {"difference": difference, "low": difference, "high": difference}
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
-    return {"difference": difference, "low": difference - half, "high": difference + half}
-
 
 def summarize(results, main_metric, scale=100.0):
     """{"sides": {side: {"seeds", "metrics": {name: describe}, cost: describe}},

@@ -15,8 +15,13 @@
    classifier (a causal encoder's [CLS] sees nothing else), and LTR & No NSP + BiLSTM
    with the `top_bilstm` head on the same LTR encoder; plus a row with no pre-training
    (a random encoder of the same size) as the floor;
-5. writes table.md (rows = variants, columns = tasks + held-out LM metrics) and
-   results.json into --work_dir.
+5. repeats every fine-tuning over --seeds (default --seed; the pre-training runs once per
+   objective, with --seed) into finetune/<variant>-<task>/seed-<n>/, reusing finished runs;
+6. writes table.md (rows = variants, columns = tasks + held-out LM metrics, each cell the
+   mean ± sample std over seeds; then per task the restarts table: n, mean ± std, min–max,
+   a 95% interval and the paired difference to --baseline, default the first variant,
+   kerasbert/restarts.py) and results.json (with "tables": one restarts table per task)
+   into --work_dir.
 
 Every model size, step count and data size is a flag, so the same command runs a
 real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
@@ -24,6 +29,7 @@ real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -65,7 +71,11 @@ def parse_args():
     p.add_argument("--finetune_epochs", type=float, default=3.0)
     p.add_argument("--finetune_batch_size", type=int, default=32)
     p.add_argument("--finetune_max_seq_length", type=int, default=128)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="pre-training seed (and the "
+                   "fine-tuning seed without --seeds)")
+    p.add_argument("--seeds", default=None, help="fine-tuning seeds, e.g. 1,2,3 (default: --seed)")
+    p.add_argument("--baseline", default=None, help="the variant the others are compared "
+                   "with, paired over seeds (default: the first, BERT (MLM + NSP))")
     return p.parse_args()
 
 
@@ -114,7 +124,7 @@ def pretrain(args, files, objective):
     return run_pretraining(config, show_progress=False), out
 
 
-def finetune(args, task, encoder, head, out):
+def finetune(args, task, encoder, head, out, seed):
     from kerasbert.config import RunConfig
     from kerasbert.run import execute
 
@@ -129,7 +139,7 @@ def finetune(args, task, encoder, head, out):
         "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
         "max_seq_length": args.finetune_max_seq_length, "train_batch_size": args.finetune_batch_size,
         "learning_rate": args.finetune_learning_rate, "num_train_epochs": args.finetune_epochs,
-        "seed": args.seed, "distribution_strategy": args.distribution_strategy}
+        "seed": seed, "distribution_strategy": args.distribution_strategy}
     if head:
         values["head"] = head
     return execute(RunConfig(**values))
@@ -143,6 +153,16 @@ def main_metric(metrics):
     return key, metrics[key]
 
 
+def _cell(values):
+    if not values:
+        return "–"
+    mean = 100 * sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.1f}"
+    std = 100 * statistics.stdev(values)
+    return f"{mean:.1f} ± {std:.1f}"
+
+
 def table(results, tasks):
     metric_names = {t: results[0]["tasks"][t]["metric"] for t in tasks}
     head = ["Pre-training tasks"] + [f"{t.upper()} ({metric_names[t]})" for t in tasks] + [
@@ -153,7 +173,7 @@ def table(results, tasks):
         mlm = p.get("heldout_mlm_accuracy")
         ppl = p.get("heldout_mlm_perplexity", p.get("heldout_lm_perplexity"))
         nsp = p.get("heldout_nsp_accuracy")
-        cells = [row["variant"]] + [f"{100 * row['tasks'][t]['value']:.1f}" for t in tasks] + [
+        cells = [row["variant"]] + [_cell(row["tasks"][t]["values"]) for t in tasks] + [
             "–" if mlm is None else f"{100 * mlm:.1f}",
             "–" if ppl is None else (f"{ppl:.1f} ({'LTR' if 'heldout_lm_perplexity' in p else 'MLM'})"),
             "–" if nsp is None else f"{100 * nsp:.1f}"]
@@ -163,6 +183,15 @@ def table(results, tasks):
 
 def main():
     args = parse_args()
+    from kerasbert import restarts
+    from kerasbert.errors import InputError
+
+    try:
+        seeds = restarts.parse_seeds(args.seeds, args.seed)
+        restarts.baseline_label([label for label, _, _ in VARIANTS], args.baseline)
+    except InputError as e:
+        print(f"pretraining_ablation: error: {e}", file=sys.stderr)
+        return 2
     os.makedirs(args.work_dir, exist_ok=True)
     tasks = [t for t in args.tasks.split(",") if t]
     timings = {}
@@ -178,19 +207,50 @@ def main():
                "pretraining": metrics, "tasks": {}}
         for task in tasks:
             name = f"{objective or 'random'}-{head or 'default'}-{task}"
-            got = finetune(args, task, encoder, head, os.path.join(args.work_dir, "finetune", name))
-            key, value = main_metric(got)
-            row["tasks"][task] = {"metric": key, "value": value, "all": got}
-            print(f"ablation: {label} {task}: {key}={value:.4f}", flush=True)
+            runs, values, metric = {}, [], None
+            for seed in seeds:
+                out = restarts.seed_folder(os.path.join(args.work_dir, "finetune", name), seed)
+                got = finetune(args, task, encoder, head, out, seed)
+                metric, value = main_metric(got)
+                runs[seed] = out
+                values.append(value)
+                print(f"ablation: {label} {task} seed {seed}: {metric}={value:.4f}", flush=True)
+            row["tasks"][task] = {"metric": metric, "values": values, "seeds": seeds,
+                                  "runs": runs}
         results.append(row)
-    markdown = table(results, tasks)
+    tables = restarts_tables(results, tasks, args.baseline)
+    markdown = table(results, tasks) + "".join(
+        f"\n#### {task.upper()}\n\n" + restarts.markdown(tables[task], row_header="variant")
+        for task in tasks)
     from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
     atomic_write_text(os.path.join(args.work_dir, "table.md"), markdown)
-    atomic_write_json(os.path.join(args.work_dir, "results.json"),
-                      {"args": vars(args), "timings": timings, "rows": results})
+    atomic_write_json(os.path.join(args.work_dir, "results.json"), {
+        "args": vars(args), "timings": timings, "rows": results, "tables": tables,
+        "command": restarts.command_line(),
+        "experiment": {"tasks": tasks, "glue_dir": args.glue_dir, "seeds": seeds,
+                       "corpus": args.corpus or "Python documentation (PSF licence)",
+                       "model_size": args.model_size,
+                       "pretraining_steps": args.num_train_steps,
+                       "pretraining_batch_size": args.train_batch_size,
+                       "max_train_examples": args.max_train_examples,
+                       "finetune_epochs": args.finetune_epochs,
+                       "finetune_learning_rate": args.finetune_learning_rate}})
     sys.stdout.write(markdown)
+    return 0
+
+
+def restarts_tables(results, tasks, baseline=None):
+    """Per task, the restarts table of the variants (kerasbert/restarts.py)."""
+    from kerasbert import restarts
+
+    tables = {}
+    for task in tasks:
+        metric = results[0]["tasks"][task]["metric"]
+        rows = [{"label": r["variant"], "runs": r["tasks"][task]["runs"]} for r in results]
+        tables[task] = restarts.summarize(restarts.collect(rows, metric), metric, baseline)
+    return tables
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

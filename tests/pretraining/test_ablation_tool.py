@@ -25,18 +25,23 @@ def test_ablation_writes_table_5_layout(tmp_path):
            "--max_predictions_per_seq=5", "--dupe_factor=1", "--model_size=2/32/2",
            "--num_train_steps=2", "--num_warmup_steps=1", "--train_batch_size=4",
            "--tasks=sst2", "--max_train_examples=8", "--max_eval_examples=8",
-           "--finetune_epochs=1", "--finetune_batch_size=8", "--finetune_max_seq_length=32"]
+           "--finetune_epochs=1", "--finetune_batch_size=8", "--finetune_max_seq_length=32",
+           "--seeds=1,2"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     table = (work / "table.md").read_text()
     assert table in done.stdout
-    rows = [line.split("|")[1].strip() for line in table.strip().splitlines()[2:]]
+    rows = [line.split("|")[1].strip() for line in table.strip().splitlines()[2:7]]
     assert rows == ["BERT (MLM + NSP)", "No NSP", "LTR & No NSP", "+ BiLSTM",
                     "No pre-training (random init)"]
     results = json.loads((work / "results.json").read_text())["rows"]
     assert [r["head"] for r in results] == [None, None, "last_token", "top_bilstm", None]
     for row in results:
-        assert 0.0 <= row["tasks"]["sst2"]["value"] <= 1.0
+        assert len(row["tasks"]["sst2"]["values"]) == 2
+        assert all(0.0 <= v <= 1.0 for v in row["tasks"]["sst2"]["values"])
+    sst2 = json.loads((work / "results.json").read_text())["tables"]["sst2"]
+    assert [r["n"] for r in sst2["rows"]] == [2] * 5 and sst2["rows"][-1]["difference"]["n"] == 2
+    assert "#### SST2" in table
     # The two LTR rows fine-tune the same causal encoder.
     config = json.loads((work / "pretrained_ltr" / "encoder" / "encoder_config.json").read_text())
     assert config["causal"] is True

@@ -1,0 +1,332 @@
+"""Tables of rows repeated over seeds (restarts): per row n, mean ± sample std, min–max and
+a 95% interval, and the paired difference to a baseline row with its interval.
+
+Every table tool (tools/compare_strategies.py, ner_table.py, model_size_grid.py,
+pretraining_ablation.py) and the sweep build their tables here, from their runs' folders:
+
+    rows = [{"label": "fine-tune only", "runs": {1: "out/ft/seed-1", 2: ...}}, ...]
+    table = summarize(collect(rows, metric, task.kind, task.dev_splits[0]), metric, baseline)
+    markdown(table, scale=100)         # the Markdown table, with how its intervals were made
+    write_outputs(folder, "comparison", table, ...)  # comparison.md + comparison.json
+
+The 95% interval of a row is a percentile bootstrap over seeds and dev examples when every
+run of the table keeps per-example dev scores (tagging runs: `<split>_predictions.txt`,
+scored per sentence as tp/predicted/gold entities), otherwise the Student-t interval of
+the mean over seeds (GLUE runs write no dev predictions); the table says which. The
+difference to the baseline is paired seed by seed (the same seeds on both rows) with its
+Student-t interval over the pairs, and, with per-example scores, also a paired bootstrap.
+"""
+
+import math
+import os
+
+import numpy as np
+
+from kerasbert import run_folder
+from kerasbert.analysis import stats
+from kerasbert.errors import InputError
+from kerasbert.io_utils import atomic_write_json, atomic_write_text
+from kerasbert.metrics import finite_value, higher_is_better
+
+BOOTSTRAP = "bootstrap"
+STUDENT_T = "t"
+RESAMPLES = 2000
+
+
+def parse_seeds(values, default_seed, flag="--seeds"):
+    """--seeds (a list of strings, or one comma-separated string) as distinct ints;
+    [default_seed] when not given."""
+    if values is None or values == [] or values == "":
+        return [int(default_seed)]
+    if isinstance(values, str):
+        values = values.split(",")
+    seeds = []
+    for text in (str(v).strip() for v in values):
+        if not text:
+            continue
+        try:
+            seed = int(text)
+        except ValueError:
+            raise InputError(f"{flag}: {text!r} is not an integer") from None
+        if seed in seeds:
+            raise InputError(f"{flag}: seed {seed} is given twice")
+        seeds.append(seed)
+    if not seeds:
+        raise InputError(f"{flag}: give at least one seed")
+    return seeds
+
+
+def baseline_label(labels, wanted, flag="--baseline"):
+    """The row `wanted` names (its label, or a number equal to it: 2e-5 = 2e-05); the first
+    row when None."""
+    if wanted is None:
+        return labels[0]
+    if wanted in labels:
+        return wanted
+    for label in labels:
+        try:
+            if float(label) == float(wanted):
+                return label
+        except ValueError:
+            pass
+    raise InputError(f"{flag}={wanted}: no such row; the rows are: " + ", ".join(labels))
+
+
+# --- Running the planned runs, reusing finished ones --------------------------------------
+
+# Settings a finished run may have been made with differently and still count.
+REUSABLE_CHANGES = set(run_folder.RESUMABLE_CHANGES) | {"output_dir", "deterministic"}
+
+
+def seed_folder(row_folder, seed):
+    """Where a row's run for one seed goes: `<row folder>/seed-<n>`."""
+    return os.path.join(row_folder, f"seed-{seed}")
+
+
+def check_reusable(configs):
+    """A finished run folder made with other settings must not be counted as this run:
+    refused, naming the setting, before anything trains."""
+    for config in configs:
+        if run_folder.is_finished(config.output_dir):
+            changed = run_folder.changed_settings(config.output_dir, config,
+                                                  REUSABLE_CHANGES)
+            if changed:
+                key, saved, wanted = changed[0]
+                raise InputError(
+                    f"{run_folder.path(config.output_dir, run_folder.RUN_CONFIG)}: this run "
+                    f"was made with {key}={saved!r}, now {wanted!r}; use another "
+                    "--output_dir, or remove that folder to run it again")
+
+
+def run_all(configs, execute, log=print, tool="kerasbert"):
+    """Runs every config (resolved: the task's recipe filled in) whose folder holds no
+    finished run; a finished one is reused, an unfinished one resumes (run.execute)."""
+    check_reusable(configs)
+    for i, config in enumerate(configs):
+        where = f"{tool}: run {i + 1}/{len(configs)} {config.output_dir}"
+        if run_folder.is_finished(config.output_dir):
+            log(f"{where}: finished before, reused")
+        else:
+            log(f"{where}: seed {config.seed}")
+            execute(config)
+
+
+# --- Per-example dev scores of one run ----------------------------------------------------
+
+def entity_counts(sentences):
+    """(true positive, predicted, gold) entities per sentence, conlleval's (seqeval's
+    default mode) entities: summed over sentences they give its micro F1."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    counts = []
+    for gold, predicted in sentences:
+        g, p = set(get_entities(list(gold))), set(get_entities(list(predicted)))
+        counts.append((len(g & p), len(p), len(g)))
+    return np.asarray(counts, np.float64).reshape(-1, 3)
+
+
+def per_example_scores(run_dir, kind, metric, split):
+    """(per-example score columns, statistic name) of a finished run's dev split, from the
+    files it keeps, or None when it keeps none that give `metric`. Tagging runs: their
+    conlleval predictions file, scored per sentence (f1 from tp/predicted/gold)."""
+    if kind == "tagging" and metric == "f1":
+        sentences = run_folder.read_tagging_predictions(run_dir, split)
+        if sentences:
+            counts = entity_counts(sentences)
+            # Only a file that scores to the run's own F1 is its final predictions.
+            recorded = finite_value(run_folder.read_metrics(run_dir), metric)
+            if recorded is not None and abs(
+                    stats.f1_statistic(counts.sum(axis=0), len(counts)) - recorded) < 1e-6:
+                return counts, "f1"
+    return None
+
+
+# --- Collecting and summarising ------------------------------------------------------------
+
+def collect(rows, metric, kind=None, split=None):
+    """Reads each row's runs: {"label", "values": {seed: metric or None}, "dirs": {seed:
+    folder}, "examples": {seed: columns} or None, "statistic"}. A run that is unfinished
+    or failed has the value None; "examples" is None unless every finished run has them."""
+    collected = []
+    for row in rows:
+        values, examples, statistic = {}, {}, None
+        for seed, folder in row["runs"].items():
+            values[seed] = finite_value(run_folder.read_metrics(folder), metric)
+            if values[seed] is not None and kind is not None:
+                got = per_example_scores(folder, kind, metric, split)
+                if got is not None:
+                    examples[seed], statistic = got
+        finished = [s for s, v in values.items() if v is not None]
+        complete = bool(finished) and all(s in examples for s in finished)
+        collected.append({"label": row["label"], "values": values,
+                          "dirs": dict(row["runs"]),
+                          "examples": {s: examples[s] for s in finished} if complete else None,
+                          "statistic": statistic if complete else None,
+                          **{k: v for k, v in row.items() if k not in ("label", "runs")}})
+    return collected
+
+
+def _finite(x):
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats.LEVEL):
+    """The table as a JSON-able dict: {"metric", "higher_is_better", "baseline",
+    "interval_method" (bootstrap or t), "level", "rows": [{"label", "seeds", "values",
+    "failed", "n", "mean", "std", "min", "max", "interval": {"low", "high", "method"},
+    "difference": {"baseline", "seeds", "n", "difference", "std", "low", "high",
+    "method", "bootstrap": {...} or None} or None (the baseline row itself)}]}.
+
+    Differences are row − baseline over the seeds both rows finished."""
+    labels = [r["label"] for r in collected]
+    base = baseline_label(labels, baseline)
+    with_values = [r for r in collected if any(v is not None for v in r["values"].values())]
+    method = BOOTSTRAP if with_values and all(r["examples"] for r in with_values) else STUDENT_T
+    by_label = {r["label"]: r for r in collected}
+    out_rows = []
+    for row in collected:
+        seeds = [s for s, v in row["values"].items() if v is not None]
+        values = [row["values"][s] for s in seeds]
+        entry = {"label": row["label"], "seeds": seeds, "values": values,
+                 "failed": [s for s, v in row["values"].items() if v is None],
+                 "n": len(values), "mean": None, "std": None, "min": None, "max": None,
+                 "interval": None, "difference": None,
+                 "dirs": {str(s): d for s, d in row["dirs"].items()},
+                 **{k: v for k, v in row.items()
+                    if k not in ("label", "values", "dirs", "examples", "statistic")}}
+        if values:
+            entry.update(stats.describe(values))
+            if method == BOOTSTRAP:
+                b = stats.bootstrap_interval([row["examples"][s] for s in seeds],
+                                             stats.STATISTICS[row["statistic"]],
+                                             resamples=resamples, level=level)
+                entry["interval"] = {"low": b["low"], "high": b["high"], "method": BOOTSTRAP}
+            else:
+                t = stats.t_interval(values, level)
+                entry["interval"] = {"low": _finite(t["low"]), "high": _finite(t["high"]),
+                                     "method": STUDENT_T}
+        if row["label"] != base:
+            entry["difference"] = _difference(row, by_label[base], method, resamples, level)
+        out_rows.append(entry)
+    return {"metric": metric, "higher_is_better": higher_is_better(metric), "baseline": base,
+            "interval_method": method, "level": level, "resamples": resamples,
+            "rows": out_rows}
+
+
+def _difference(row, base, method, resamples, level):
+    seeds = [s for s, v in row["values"].items()
+             if v is not None and base["values"].get(s) is not None]
+    result = {"baseline": base["label"], "seeds": seeds, "n": len(seeds), "difference": None,
+              "std": None, "low": None, "high": None, "method": STUDENT_T, "bootstrap": None}
+    if not seeds:
+        return result
+    paired = stats.paired_difference([row["values"][s] for s in seeds],
+                                     [base["values"][s] for s in seeds], level)
+    result.update({k: _finite(paired[k]) for k in ("difference", "std", "low", "high")})
+    if (method == BOOTSTRAP and row["statistic"] == base["statistic"]
+            and all(len(row["examples"][s]) == len(base["examples"][s]) for s in seeds)):
+        b = stats.bootstrap_interval([row["examples"][s] for s in seeds],
+                                     stats.STATISTICS[row["statistic"]],
+                                     [base["examples"][s] for s in seeds],
+                                     resamples=resamples, level=level)
+        result["bootstrap"] = {"difference": b["estimate"], "low": b["low"], "high": b["high"]}
+    return result
+
+
+# --- Markdown and files --------------------------------------------------------------------
+
+def _num(x, scale, digits, sign=""):
+    return "–" if x is None else f"{x * scale:{sign}.{digits}f}"
+
+
+def _interval(low, high, scale, digits, sign=""):
+    if low is None or high is None:
+        return "–"
+    return f"[{_num(low, scale, digits, sign)}, {_num(high, scale, digits, sign)}]"
+
+
+def explanation(table, scale):
+    """The sentence above a table: what its numbers are and how the intervals were made."""
+    level = round(100 * table["level"])
+    points = " (× 100)" if scale == 100 else ""
+    if table["interval_method"] == BOOTSTRAP:
+        how = (f"{level}% interval: percentile bootstrap over seeds and dev examples "
+               f"({table['resamples']} resamples, seeds drawn first, then each seed's "
+               "examples)")
+    else:
+        how = (f"{level}% interval: Student-t over seeds (these runs keep no per-example dev "
+               "scores, so there is no bootstrap over examples)")
+    return (f"Dev {table['metric']}{points}: mean ± sample std (min–max) over seeds; {how}. "
+            f"Last column: the paired difference to the baseline row "
+            f"({table['baseline']}) over the seeds both finished, with its {level}% "
+            "Student-t interval over the pairs"
+            + (" and [the paired bootstrap interval]" if table["interval_method"] == BOOTSTRAP
+               else "") + ".")
+
+
+def markdown(table, scale=100.0, digits=1, row_header="row", extra=None):
+    """The table in Markdown, the explanation first. `extra`: (header, {label: cell})
+    columns added after the row's label."""
+    extra = extra or []
+    head = [row_header] + [h for h, _ in extra] + [
+        "n", "mean ± std (min–max)", f"{round(100 * table['level'])}% interval",
+        f"− {table['baseline']} (paired)"]
+    lines = [explanation(table, scale), "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    for r in table["rows"]:
+        cell = _num(r["mean"], scale, digits)
+        if r["std"] is not None:
+            cell += f" ± {_num(r['std'], scale, digits)}"
+        if r["n"]:
+            cell += f" ({_num(r['min'], scale, digits)}–{_num(r['max'], scale, digits)})"
+        interval = r["interval"] or {}
+        d = r["difference"]
+        if d is None:
+            diff = "baseline"
+        elif d["difference"] is None:
+            diff = "– (no common seeds)"
+        else:
+            diff = (f"{_num(d['difference'], scale, digits, '+')} "
+                    f"{_interval(d['low'], d['high'], scale, digits, '+')}")
+            if d["bootstrap"]:
+                diff += " " + _interval(d["bootstrap"]["low"], d["bootstrap"]["high"], scale,
+                                        digits, "+")
+        n = str(r["n"]) + (f" ({len(r['failed'])} not finished)" if r["failed"] else "")
+        lines.append("| " + " | ".join(
+            [r["label"]] + [str(col.get(r["label"], "")) for _, col in extra]
+            + [n, cell, _interval(interval.get("low"), interval.get("high"), scale, digits),
+               diff]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(folder, stem, tables, text, command, experiment):
+    """`<stem>.md` (the text) and `<stem>.json`: {"command", "experiment", "tables":
+    {name: summarize(...)}} — what tools/findings.py reads."""
+    atomic_write_text(os.path.join(folder, f"{stem}.md"), text)
+    atomic_write_json(os.path.join(folder, f"{stem}.json"),
+                      {"command": command, "experiment": experiment, "tables": tables})
+
+
+EXPERIMENT_SETTINGS = ("task", "head", "data_dir", "init_checkpoint", "model_size",
+                       "max_train_examples", "max_eval_examples", "max_seq_length",
+                       "train_batch_size", "learning_rate", "num_train_epochs",
+                       "frozen_learning_rate", "frozen_epochs")
+
+
+def experiment(config, seeds, **extra):
+    """What findings.py shows as a table's experiment: the data and the budget of a
+    representative run config, and the seeds."""
+    return {**{k: getattr(config, k) for k in EXPERIMENT_SETTINGS}, "seeds": list(seeds),
+            **extra}
+
+
+def command_line(argv=None):
+    """The command as it was typed, for the JSON (`python tools/x.py --flag ...`,
+    `python -m kerasbert.main ...`): sys.orig_argv with the interpreter's path dropped."""
+    import shlex
+    import sys
+
+    argv = list(argv if argv is not None else getattr(sys, "orig_argv", sys.argv))
+    if argv:
+        argv[0] = os.path.basename(argv[0])
+    return shlex.join(argv)

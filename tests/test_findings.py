@@ -1,0 +1,131 @@
+"""tools/findings.py on hand-made tool outputs: every verdict, the paired arithmetic, the
+'not measured' claims and bad --runs."""
+
+import importlib.util
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+from scipy import stats as sp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "tools", "findings.py"))
+findings = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(findings)
+
+
+def table(metric, rows):
+    return {"metric": metric, "rows": [{"label": label, "seeds": list(values),
+                                        "values": list(values.values())}
+                                       for label, values in rows]}
+
+
+def write(folder, name, tables, experiment, command="python tools/x.py --seeds=1,2,3"):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "w") as f:
+        json.dump({"command": command, "experiment": experiment, "tables": tables}, f)
+
+
+def inputs(tmp_path):
+    """Wang et al. on MRPC with BIMPM: stack ahead of fine-tune (supported), behind frozen
+    (contradicted); Table 7: concat vs fine-tuning overlapping 0 (not distinguishable),
+    embeddings behind (supported); BIMPM w/o context within 1 point (≈ supported)."""
+    mrpc = {"task": "mrpc", "head": "bimpm", "data_dir": "glue/MRPC", "seeds": [1, 2, 3]}
+    write(tmp_path / "cmp", "comparison.json", {"mrpc": table("f1", [
+        ("fine-tune only", {1: 0.80, 2: 0.82, 3: 0.84}),
+        ("frozen only", {1: 0.90, 2: 0.91, 3: 0.93}),
+        ("stack-and-finetune", {1: 0.83, 2: 0.84, 3: 0.88})])}, mrpc)
+    write(tmp_path / "cmp-noctx", "comparison.json", {"mrpc": table("f1", [
+        ("fine-tune only", {1: 0.80, 2: 0.82, 3: 0.84}),
+        ("frozen only", {1: 0.70, 2: 0.71, 3: 0.73}),
+        ("stack-and-finetune", {1: 0.832, 2: 0.843, 3: 0.879})])},
+        {**mrpc, "head": "bimpm_no_context"})
+    write(tmp_path / "ner", "table.json", {"conll2003": table("f1", [
+        ("Fine-tuning", {1: 0.75, 2: 0.80, 3: 0.70}),
+        ("Feature-based: embeddings", {1: 0.50, 2: 0.52, 3: 0.49}),
+        ("Feature-based: last", {1: 0.74}),
+        ("Feature-based: concat_last_four", {1: 0.78, 2: 0.76, 3: 0.73})])},
+        {"task": "conll2003", "seeds": [1, 2, 3]})
+    return findings.find_sources([str(tmp_path)])
+
+
+def test_every_verdict_from_hand_made_tables(tmp_path):
+    text, measured = findings.report(inputs(tmp_path))
+    (fine,) = measured["wang-bimpm-stack-vs-fine-tune"]
+    # 0.03, 0.02, 0.04: mean 0.03, std 0.01, t interval 0.03 ± 4.303·0.01/√3
+    assert (fine["n"], fine["seeds"], fine["task"]) == (3, ["1", "2", "3"], "mrpc")
+    assert fine["difference"] == pytest.approx(0.03)
+    ci = sp.ttest_rel([0.83, 0.84, 0.88], [0.80, 0.82, 0.84]).confidence_interval(0.95)
+    assert (fine["low"], fine["high"]) == pytest.approx((ci.low, ci.high))
+    assert fine["verdict"] == "supported"
+    assert measured["wang-bimpm-stack-vs-frozen"][0]["verdict"] == "contradicted"
+    (concat,) = measured["bert-t7-concat-vs-finetune"]  # +0.03, −0.04, +0.03
+    assert concat["verdict"] == "not distinguishable"
+    d = np.array([0.03, -0.04, 0.03])
+    half = sp.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    assert f"half-width {100 * half:.1f} points" in concat["note"]
+    needed = next(n for n in range(2, 10000)
+                  if sp.t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n) < abs(d.mean()))
+    assert f"about {needed} seeds" in concat["note"]
+    assert measured["bert-t7-embeddings-vs-finetune"][0]["verdict"] == "supported"
+    assert measured["bert-t7-second-to-last-vs-last"] == []  # no second_to_last row
+    (same,) = measured["wang-bimpm-no-context"]  # 0.002, 0.003, −0.001: inside ±1 point
+    assert same["verdict"] == "supported"
+    assert measured["bert-t6-size"] == [] and measured["hao-flatter-optima"] == []
+    assert ("| Table 7: the embeddings alone as features are far behind fine-tuning | "
+            "Devlin et al. 2019 (BERT) | 91.0 vs 96.4 dev F1: −5.4 | conll2003 | 3 | "
+            "-24.7 [-33.4, -15.9] | **supported** |") in text
+    assert "| 0 | – | not measured |" in text
+    assert "  - command: `python tools/x.py --seeds=1,2,3`" in text
+
+
+def test_verdict_rules():
+    assert findings.verdict("+", 3, 0.03, 0.01, 0.05, 0.01)[0] == "supported"
+    assert findings.verdict("-", 3, 0.03, 0.01, 0.05, 0.01)[0] == "contradicted"
+    assert findings.verdict("-", 3, -0.03, -0.05, -0.01, 0.01)[0] == "supported"
+    assert findings.verdict("+", 3, 0.01, -0.02, 0.04, 0.01)[0] == "not distinguishable"
+    assert findings.verdict("+", 1, 0.01, None, None, None) == (
+        "not distinguishable", "n = 1: no interval from fewer than two paired seeds")
+    assert findings.verdict("≈", 3, 0.0, -0.005, 0.005, 0.01, margin=0.01)[0] == "supported"
+    assert findings.verdict("≈", 3, 0.03, 0.02, 0.04, 0.01, margin=0.01)[0] == "contradicted"
+    assert findings.verdict("≈", 3, 0.0, -0.02, 0.02, 0.01)[0] == "not distinguishable"
+
+
+def test_sweep_ablation_and_landscape_inputs(tmp_path):
+    os.makedirs(tmp_path / "sweep")
+    with open(tmp_path / "sweep" / "sweep.json", "w") as f:
+        json.dump({"task": "rte", "command": "python -m kerasbert.main --seeds=1,2,3",
+                   "experiment": {"task": "rte"}, "restarts": table("accuracy", [
+                       ("5e-05", {1: 0.50, 2: 0.56, 3: 0.52}),
+                       ("2e-05", {1: 0.53, 2: 0.51, 3: 0.55})])}, f)
+    write(tmp_path / "abl", "results.json", {"sst2": table("accuracy", [
+        ("BERT (MLM + NSP)", {1: 0.80, 2: 0.81, 3: 0.80}),
+        ("No pre-training (random init)", {1: 0.60, 2: 0.62, 3: 0.61})])},
+        {"tasks": ["sst2"]})
+    with open(tmp_path / "landscape_findings.json", "w") as f:
+        json.dump({"command": "python -m kerasbert.landscape --mode=hessian",
+                   "experiment": {"task": "sst2"}, "claims": {"hao-flatter-optima": {
+                       "n": 3, "effect": 0.4, "low": 0.1, "high": 0.7, "std": 0.1}}}, f)
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    assert measured["bert-s4-restarts-rte"][0]["verdict"] == "not distinguishable"
+    assert measured["bert-t5-pretraining-sst2"][0]["difference"] == pytest.approx(0.19333333)
+    assert measured["bert-t5-pretraining-sst2"][0]["verdict"] == "supported"
+    assert measured["bert-t5-pretraining-mrpc"] == []
+    assert measured["hao-flatter-optima"][0]["verdict"] == "supported"
+
+
+def test_cli_writes_the_report_and_refuses_bad_runs(tmp_path, capsys):
+    inputs(tmp_path)
+    out = tmp_path / "docs" / "findings.md"
+    assert findings.main([f"--runs={tmp_path / 'cmp'},{tmp_path / 'ner'}",
+                          f"--output={out}"]) == 0
+    assert out.read_text().startswith("# Findings: the papers' claims, measured")
+    assert "supported" in capsys.readouterr().out
+    assert findings.main([f"--runs={tmp_path / 'nope'}", f"--output={out}"]) == 2
+    assert "findings: error: --runs=" in capsys.readouterr().err
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "table.json").write_text("{not json")
+    assert findings.main([f"--runs={tmp_path / 'bad'}", f"--output={out}"]) == 2
+    assert "table.json: cannot read it as JSON" in capsys.readouterr().err

@@ -1,0 +1,300 @@
+"""Restarts in the table tools (kerasbert/restarts.py, tools/compare_strategies.py,
+ner_table.py, model_size_grid.py, pretraining_ablation.py, the sweep): the arithmetic and
+the Markdown of hand-made finished runs, checked exactly, and the resume behaviour."""
+
+import importlib.util
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+from scipy import stats as sp
+
+from kerasbert import plugins, restarts, run_folder, sweep
+from kerasbert.config import RunConfig
+from kerasbert.errors import InputError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_run(config, metrics, sentences=None):
+    """What a finished run leaves that the tables read: its config, metrics.json and, for
+    tagging, `valid_predictions.txt` (`word gold predicted`)."""
+    os.makedirs(config.output_dir, exist_ok=True)
+    run_folder.write_config(config.output_dir, config)
+    if sentences is not None:
+        with open(os.path.join(config.output_dir, "valid_predictions.txt"), "w") as f:
+            for gold, predicted in sentences:
+                f.writelines(f"w {g} {p}\n" for g, p in zip(gold, predicted))
+                f.write("\n")
+    run_folder.write_metrics(config.output_dir, metrics)
+
+
+def no_training(config):
+    raise AssertionError(f"{config.output_dir} was trained, but it had finished before")
+
+
+def half_t(values):
+    return sp.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values))
+
+
+# --- Seeds and baselines --------------------------------------------------------------------
+
+def test_seeds_parse_and_bad_ones_are_refused():
+    assert restarts.parse_seeds(None, 7) == [7]
+    assert restarts.parse_seeds(["1", "2", " 3"], 7) == [1, 2, 3]
+    assert restarts.parse_seeds("4,5", 7) == [4, 5]
+    with pytest.raises(InputError, match="--seeds: 'x' is not an integer"):
+        restarts.parse_seeds("1,x", 7)
+    with pytest.raises(InputError, match="--seeds: seed 1 is given twice"):
+        restarts.parse_seeds("1,1", 7)
+    assert restarts.baseline_label(["5e-05", "2e-05"], None) == "5e-05"
+    assert restarts.baseline_label(["5e-05", "2e-05"], "2e-5") == "2e-05"
+    with pytest.raises(InputError, match="--baseline=nope: no such row; the rows are: a, b"):
+        restarts.baseline_label(["a", "b"], "nope")
+
+
+# --- compare_strategies on hand-made runs ---------------------------------------------------
+
+MRPC = {  # strategy -> dev f1 per seed 1, 2, 3
+    "fine-tune only": [0.80, 0.82, 0.84],
+    "frozen only": [0.70, 0.75, 0.71],
+    "stack-and-finetune": [0.83, 0.84, 0.88],
+}
+
+
+def _strategies(tmp_path):
+    tool = _tool("compare_strategies")
+    task = plugins.registry().task("mrpc")
+    base = RunConfig(task="mrpc", head="bimpm", output_dir=str(tmp_path / "cmp"),
+                     frozen_epochs=2.0, num_train_epochs=2.0)
+    return tool, task, tool.plan(base, task, [1, 2, 3])
+
+
+def test_compare_strategies_table_over_seeds_is_exact(tmp_path):
+    tool, task, rows = _strategies(tmp_path)
+    assert [name for name, _ in rows] == list(MRPC)
+    stack = rows[2][1][2]
+    assert (stack.seed, stack.frozen_epochs, stack.num_train_epochs) == (2, 2.0, 2.0)
+    assert stack.output_dir == str(tmp_path / "cmp" / "stack-and-finetune" / "seed-2")
+    assert rows[0][1][1].frozen_epochs == 0.0 and rows[1][1][1].num_train_epochs == 0.0
+    for name, runs in rows:
+        for seed, config in runs.items():
+            fake_run(config, {"f1": MRPC[name][seed - 1], "accuracy": 0.5})
+    restarts.run_all([c for _, runs in rows for c in runs.values()], no_training,
+                     log=lambda _: None)
+    table = tool.table(rows, task)
+    assert table["interval_method"] == "t" and table["baseline"] == "fine-tune only"
+    ft, frozen, stack = table["rows"]
+    assert (ft["n"], ft["seeds"], ft["values"]) == (3, [1, 2, 3], MRPC["fine-tune only"])
+    assert ft["mean"] == pytest.approx(0.82) and ft["std"] == pytest.approx(0.02)
+    assert (ft["min"], ft["max"]) == (0.80, 0.84)
+    assert ft["interval"]["low"] == pytest.approx(0.82 - half_t([0.80, 0.82, 0.84]))
+    assert ft["difference"] is None
+    # stack − fine-tune, seed by seed: 0.03, 0.02, 0.04
+    d = stack["difference"]
+    assert (d["n"], d["seeds"]) == (3, [1, 2, 3])
+    assert d["difference"] == pytest.approx(0.03) and d["std"] == pytest.approx(0.01)
+    assert d["high"] - d["difference"] == pytest.approx(half_t([0.03, 0.02, 0.04]))
+    assert d["bootstrap"] is None
+    text = restarts.markdown(table, row_header="strategy")
+    assert "Student-t over seeds (these runs keep no per-example dev scores" in text
+    # 100·: mean 82.0, std 2.0, half-width 4.303·2/√3 = 4.97; stack − ft 3.0 ± 2.48
+    assert "| fine-tune only | 3 | 82.0 ± 2.0 (80.0–84.0) | [77.0, 87.0] | baseline |" in text
+    assert "| stack-and-finetune | 3 | 85.0 ± 2.6 (83.0–88.0) | [78.4, 91.6] | +3.0 [+0.5, +5.5] |" in text
+    # --baseline: the same pairs seen from the other side
+    other = tool.table(rows, task, baseline="stack-and-finetune")
+    assert other["rows"][0]["difference"]["difference"] == pytest.approx(-0.03)
+
+
+def test_only_the_missing_seed_is_run_and_other_settings_are_refused(tmp_path):
+    tool, task, rows = _strategies(tmp_path)
+    configs = [c for _, runs in rows for c in runs.values()]
+    for name, runs in rows:
+        for seed, config in runs.items():
+            if (name, seed) != ("frozen only", 3):
+                fake_run(config, {"f1": MRPC[name][seed - 1]})
+    ran = []
+
+    def execute(config):
+        ran.append((os.path.basename(os.path.dirname(config.output_dir)), config.seed))
+        fake_run(config, {"f1": 0.5})
+
+    restarts.run_all(configs, execute, log=lambda _: None)
+    assert ran == [("frozen_only", 3)]
+    restarts.run_all(configs, no_training, log=lambda _: None)  # all finished now
+    # a seed missing from one row: the paired difference uses the seeds both finished
+    os.remove(run_folder.path(rows[1][1][3].output_dir, run_folder.METRICS))
+    table = tool.table(rows, task)
+    frozen = table["rows"][1]
+    assert frozen["n"] == 2 and frozen["failed"] == [3]
+    assert frozen["difference"]["seeds"] == [1, 2]
+    assert frozen["difference"]["difference"] == pytest.approx(((0.70 - 0.80) + (0.75 - 0.82)) / 2)
+    assert "| frozen only | 2 (1 not finished) |" in restarts.markdown(table)
+    # the same folder asked for with another learning rate: refused before any training
+    changed = [dataclasses_replace(c, learning_rate=1e-3) for c in configs]
+    with pytest.raises(InputError, match=r"made with learning_rate=2e-05, now 0\.001"):
+        restarts.run_all(changed, no_training, log=lambda _: None)
+
+
+def dataclasses_replace(config, **changes):
+    import dataclasses
+
+    return dataclasses.replace(config, **changes)
+
+
+# --- ner_table: per-sentence scores, the bootstrap ------------------------------------------
+
+SENTENCES = [  # (gold, predicted) per sentence; the tagger row gets them all right but one
+    (["B-PER", "I-PER", "O"], ["B-PER", "I-PER", "O"]),
+    (["B-LOC", "O"], ["B-LOC", "O"]),
+    (["O", "B-ORG"], ["O", "O"]),
+    (["B-MISC"], ["B-MISC"]),
+]
+
+
+def _worse(sentences, k):
+    """The first k sentences' predictions turned to O (entities missed)."""
+    return [(g, ["O"] * len(p) if i < k else p) for i, (g, p) in enumerate(sentences)]
+
+
+def test_entity_counts_sum_to_conlleval_f1():
+    from kerasbert.tasks.conll import entity_metrics
+
+    sentences = _worse(SENTENCES, 1) + [(["B-PER", "O"], ["B-LOC", "B-PER"])]
+    counts = restarts.entity_counts(sentences)
+    assert counts.tolist() == [[0, 0, 1], [1, 1, 1], [0, 0, 1], [1, 1, 1], [0, 2, 1]]
+    f1 = entity_metrics([g for g, _ in sentences], [p for _, p in sentences])["f1"]
+    tp, predicted, gold = counts.sum(axis=0)
+    assert 2 * tp / (predicted + gold) == pytest.approx(f1)
+
+
+def test_ner_table_bootstraps_over_seeds_and_sentences(tmp_path):
+    from kerasbert.tasks.conll import entity_metrics
+
+    tool = _tool("ner_table")
+    task = plugins.registry().task("conll2003")
+    base = RunConfig(task="conll2003", output_dir=str(tmp_path / "ner"), num_train_epochs=1.0)
+    rows = tool.plan(base, task, [1, 2])
+    assert [label for label, _ in rows][:2] == ["Fine-tuning", "Feature-based: embeddings"]
+    assert rows[1][1][2].head_options["feature_bilstm_layers"] == "embeddings"
+    assert rows[1][1][2].learning_rate == base.frozen_learning_rate
+    for i, (_, runs) in enumerate(rows):
+        for seed, config in runs.items():
+            sentences = _worse(SENTENCES, (i + seed) % 3) * 5
+            f1 = entity_metrics([g for g, _ in sentences], [p for _, p in sentences])["f1"]
+            fake_run(config, {"f1": f1}, sentences)
+    table = tool.table(rows, task)
+    assert table["interval_method"] == "bootstrap"
+    first, second = table["rows"][:2]
+    assert first["interval"]["method"] == "bootstrap"
+    assert first["interval"]["low"] <= first["mean"] <= first["interval"]["high"]
+    # the paired bootstrap draws the same sentences for both rows: it repeats exactly
+    assert second["difference"]["bootstrap"] == tool.table(rows, task)["rows"][1][
+        "difference"]["bootstrap"]
+    assert second["difference"]["bootstrap"]["difference"] == pytest.approx(
+        second["difference"]["difference"])
+    assert "percentile bootstrap over seeds and dev examples" in restarts.markdown(table)
+    # a predictions file that does not score to the run's F1 is not its final one: t only
+    config = rows[0][1][1]
+    run_folder.write_metrics(config.output_dir, {"f1": 0.123})
+    assert tool.table(rows, task)["interval_method"] == "t"
+
+
+# --- the sweep: --seeds, and its restarts table ---------------------------------------------
+
+def test_sweep_takes_seeds_and_writes_the_restarts_table(tmp_path):
+    base = RunConfig(task="rte", output_dir=str(tmp_path / "sweep"), init_checkpoint="random",
+                     model_size="2/32/2", seed=7)
+    plan = sweep.plan_sweep(base, (1e-3, 2e-3), 1, seeds="11,12,13")
+    assert [(p.name, p.seed) for p in plan] == [
+        ("lr0.001-r0", 11), ("lr0.001-r1", 12), ("lr0.001-r2", 13),
+        ("lr0.002-r0", 11), ("lr0.002-r1", 12), ("lr0.002-r2", 13)]
+    with pytest.raises(InputError, match="--num_restarts=2: --seeds gives 3 restarts"):
+        sweep.plan_sweep(base, (1e-3,), 2, seeds="11,12,13")
+    dev = {11: (0.60, 0.55), 12: (0.62, 0.58), 13: (0.70, 0.60)}
+
+    def execute(config, registry=None):
+        os.makedirs(config.output_dir, exist_ok=True)
+        config.save(os.path.join(config.output_dir, "run_config.json"))
+        value = dev[config.seed][0 if config.learning_rate == 1e-3 else 1]
+        run_folder.write_run_history(config.output_dir, [
+            {"phase": "finetune", "epoch": 1, "step": 1, "seconds": 1.0,
+             "dev_accuracy": value}])
+        run_folder.write_metrics(config.output_dir, {"accuracy": value})
+        return {"accuracy": value}
+
+    summary = sweep.run_sweep(base, "1e-3,2e-3", 1, execute=execute, log=lambda _: None,
+                              seeds="11,12,13", baseline="1e-3")
+    assert summary["seeds"] == [11, 12, 13]
+    table = summary["restarts"]
+    assert [r["label"] for r in table["rows"]] == ["0.001", "0.002"]
+    d = table["rows"][1]["difference"]  # 0.002 − 0.001: −0.05, −0.04, −0.10
+    assert d["difference"] == pytest.approx(-19 / 300)
+    assert d["high"] == pytest.approx(-19 / 300 + half_t([-0.05, -0.04, -0.10]))
+    saved = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert saved["restarts"]["rows"][1]["difference"]["n"] == 3
+    assert "## Over restarts: intervals and paired differences" in (
+        tmp_path / "sweep" / "report.md").read_text()
+    again = sweep.run_sweep(base, "1e-3,2e-3", 1, execute=no_training, log=lambda _: None,
+                            seeds="11,12,13", baseline="1e-3")
+    assert again["restarts"] == table
+
+
+# --- model_size_grid and pretraining_ablation -----------------------------------------------
+
+def test_model_size_grid_over_seeds(tmp_path, capsys):
+    from kerasbert.model import encoders
+
+    tool = _tool("model_size_grid")
+    task = plugins.registry().task("rte")
+    base = RunConfig(task="rte", output_dir=str(tmp_path / "grid"), num_train_epochs=1.0)
+    rows = tool.plan_seeds(tool.plan_grid(base, ["2/32/2", "2/48/2"]), task, [1, 2])
+    assert rows[1][1][2].output_dir == str(tmp_path / "grid" / "2-48-2" / "seed-2")
+    values = {"2/32/2": [0.50, 0.54], "2/48/2": [0.56, 0.57]}
+    for label, runs in rows:
+        encoder = encoders.random_encoder(label, max_position=64, seed=0)
+        for seed, config in runs.items():
+            fake_run(config, {"accuracy": values[label][seed - 1]})
+            encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, config.output_dir)
+    restarts.run_all([c for _, runs in rows for c in runs.values()], no_training,
+                     log=lambda _: None)
+    tool.write_outputs(base.output_dir, task, rows, [1, 2])
+    saved = json.loads((tmp_path / "grid" / "grid.json").read_text())
+    small, large = saved["tables"]["rte"]["rows"]
+    assert (small["size"], small["init"]) == ("2/32/2", "random")
+    assert small["parameters"] < large["parameters"]
+    assert large["difference"]["difference"] == pytest.approx(0.045)  # (0.06 + 0.03) / 2
+    text = (tmp_path / "grid" / "grid.md").read_text()
+    assert "| 2/32/2 | 2/32/2 | random |" in text and "| 0.5200 ± 0.0283 (0.5000–0.5400) |" in text
+    assert len((tmp_path / "grid" / "grid.csv").read_text().splitlines()) == 5  # 4 runs
+    assert (tmp_path / "grid" / "grid.png").stat().st_size > 1000
+
+
+def test_pretraining_ablation_tables_per_task(tmp_path):
+    tool = _tool("pretraining_ablation")
+    results = []
+    for i, (label, _, _) in enumerate(tool.VARIANTS):
+        runs = {}
+        for seed in (1, 2, 3):
+            out = str(tmp_path / f"v{i}" / f"seed-{seed}")
+            fake_run(RunConfig(task="sst2", output_dir=out, seed=seed),
+                     {"accuracy": 0.8 - 0.05 * i + 0.01 * seed})
+            runs[seed] = out
+        results.append({"variant": label, "pretraining": None, "tasks": {"sst2": {
+            "metric": "accuracy", "values": [0.8 - 0.05 * i + 0.01 * s for s in (1, 2, 3)],
+            "seeds": [1, 2, 3], "runs": runs}}})
+    tables = tool.restarts_tables(results, ["sst2"])
+    rows = tables["sst2"]["rows"]
+    assert rows[-1]["label"] == "No pre-training (random init)"
+    assert rows[-1]["difference"]["difference"] == pytest.approx(-0.2)
+    assert rows[-1]["difference"]["std"] == pytest.approx(0.0, abs=1e-12)
+    assert "| BERT (MLM + NSP) | 82.0 ± 1.0 |" in tool.table(results, ["sst2"])

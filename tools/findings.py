@@ -1,0 +1,391 @@
+"""The findings report: every claim of the three papers, its measurement and a verdict.
+
+    python tools/findings.py --runs=runs/compare-mrpc,runs/ner-table,runs/sizes \
+        --output=docs/findings.md
+
+Reads the JSON the table tools write (kerasbert/restarts.py tables) in each --runs folder
+(or the file itself): comparison.json (tools/compare_strategies.py), table.json
+(tools/ner_table.py), grid.json (tools/model_size_grid.py), results.json
+(tools/pretraining_ablation.py), sweep.json (a sweep, `--learning_rates`/`--seeds`) and
+landscape_findings.json (Hao et al.; see LANDSCAPE below). Folders are searched
+recursively. For each claim in CLAIMS it finds the tables that measure it, pairs the two
+rows it compares seed by seed (the seeds both finished), and reports n, the effect (row A
+− row B, in points × 100) with its 95% Student-t interval over the paired differences, the
+paper's number and a verdict:
+
+- supported: the interval excludes 0 in the paper's direction (for a "≈" claim: it lies
+  within ± the claim's margin);
+- contradicted: it excludes 0 the other way (for "≈": it excludes 0);
+- not distinguishable: it contains 0; the report then gives the interval's half-width and
+  roughly how many seeds the observed effect would need to separate (the same spread of
+  paired differences assumed).
+
+Claims nothing measured are listed as "not measured". Nothing here trains or imports
+TensorFlow.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from kerasbert.analysis import stats  # noqa: E402  (this checkout's kerasbert)
+from kerasbert.io_utils import atomic_write_text  # noqa: E402
+
+# File name → the tool that writes it.
+SOURCES = {"comparison.json": "compare_strategies", "table.json": "ner_table",
+           "grid.json": "model_size_grid", "results.json": "pretraining_ablation",
+           "sweep.json": "sweep", "landscape_findings.json": "landscape"}
+# The landscape tool (issue 19) writes no restarts table; a landscape_findings.json of
+# {"command", "experiment", "claims": {claim id: {"n", "effect", "low", "high", "std",
+# "unit"}}} fills the Hao et al. claims below (effect and interval as measured there).
+LANDSCAPE = "landscape_findings.json"
+
+PAIRS, TAGGING, CLASSIFICATION = ("mrpc", "stsb"), ("conll2003",), ("sst2",)
+
+
+def _side(tool, row, task=None, **where):
+    """One row of one table: the tool, the task(s) its table is for, the experiment's
+    settings it must have (e.g. head="bimpm") and the row (a label, or "first"/"last")."""
+    return {"tool": tool, "task": task, "where": where, "row": row}
+
+
+def _claim(id, paper, statement, paper_number, a, b, direction, margin=None):
+    return {"id": id, "paper": paper, "statement": statement, "paper_number": paper_number,
+            "a": a, "b": b, "direction": direction, "margin": margin}
+
+
+WANG = "Wang et al. 2019 (stack-and-finetune)"
+BERT = "Devlin et al. 2019 (BERT)"
+HAO = "Hao et al. 2019 (loss landscapes)"
+STACK, FT, FROZEN = "stack-and-finetune", "fine-tune only", "frozen only"
+CLAIMS = []
+for kind, tasks, head in (("sentence pairs", PAIRS, "bimpm"),
+                          ("sentence pairs", PAIRS, "sim_transformer"),
+                          ("tagging", TAGGING, "bilstm_tagger"),
+                          ("classification", CLASSIFICATION, "sequence_classifier")):
+    for other, name in ((FT, "fine-tune"), (FROZEN, "frozen")):
+        CLAIMS.append(_claim(
+            f"wang-{head}-stack-vs-{name}", WANG,
+            f"{kind}, head {head}: stack-and-finetune beats {other}",
+            "direction only (stack-and-finetune ahead); the paper's table not transcribed",
+            _side("compare_strategies", STACK, tasks, head=head),
+            _side("compare_strategies", other, tasks, head=head), "+"))
+CLAIMS += [
+    _claim("wang-bimpm-no-context", WANG,
+           "BIMPM without its context BiLSTM ≈ BIMPM (stack-and-finetune), within 1 point",
+           "≈ (direction only)",
+           _side("compare_strategies", STACK, PAIRS, head="bimpm_no_context"),
+           _side("compare_strategies", STACK, PAIRS, head="bimpm"), "≈", margin=0.01),
+    _claim("wang-sim-transformer-frozen", WANG,
+           "Sim-Transformer behind BIMPM with the encoder frozen", "direction only",
+           _side("compare_strategies", FROZEN, PAIRS, head="sim_transformer"),
+           _side("compare_strategies", FROZEN, PAIRS, head="bimpm"), "-"),
+    _claim("wang-sim-transformer-finetuned", WANG,
+           "Sim-Transformer ahead of BIMPM after fine-tuning (stack-and-finetune)",
+           "direction only",
+           _side("compare_strategies", STACK, PAIRS, head="sim_transformer"),
+           _side("compare_strategies", STACK, PAIRS, head="bimpm"), "+"),
+    _claim("bert-t7-concat-vs-finetune", BERT,
+           "Table 7: feature-based concat of the last four layers is within 0.3 F1 of "
+           "fine-tuning (here: within 1 point)",
+           "96.1 vs 96.4 dev F1 (BERT-base): −0.3",
+           _side("ner_table", "Feature-based: concat_last_four"),
+           _side("ner_table", "Fine-tuning"), "≈", margin=0.01),
+    _claim("bert-t7-embeddings-vs-finetune", BERT,
+           "Table 7: the embeddings alone as features are far behind fine-tuning",
+           "91.0 vs 96.4 dev F1: −5.4",
+           _side("ner_table", "Feature-based: embeddings"),
+           _side("ner_table", "Fine-tuning"), "-"),
+    _claim("bert-t7-second-to-last-vs-last", BERT,
+           "Table 7: the second-to-last layer is a better feature than the last",
+           "95.6 vs 94.9 dev F1: +0.7",
+           _side("ner_table", "Feature-based: second_to_last"),
+           _side("ner_table", "Feature-based: last"), "+"),
+    _claim("bert-s4-restarts-rte", BERT,
+           "§4: on small data restarts matter: the grid's first and last learning rates are "
+           "no further apart than the spread over restarts (RTE)",
+           "no number (the paper restarts and picks on dev)",
+           _side("sweep", "first", ("rte",)), _side("sweep", "last", ("rte",)), "≈"),
+    _claim("bert-s4-restarts-mrpc", BERT, "§4: the same on MRPC",
+           "no number (the paper restarts and picks on dev)",
+           _side("sweep", "first", ("mrpc",)), _side("sweep", "last", ("mrpc",)), "≈"),
+]
+for task, bert, ltr, no_nsp in (("sst2", 92.7, 92.1, 92.6), ("mrpc", 86.7, 77.5, 86.5)):
+    CLAIMS += [
+        _claim(f"bert-t5-pretraining-{task}", BERT,
+               f"Table 5 ({task.upper()}): MLM + NSP pre-training beats no pre-training",
+               "no such row in the paper (the floor the ablation must clear)",
+               _side("pretraining_ablation", "BERT (MLM + NSP)", (task,)),
+               _side("pretraining_ablation", "No pre-training (random init)", (task,)), "+"),
+        _claim(f"bert-t5-nsp-{task}", BERT,
+               f"Table 5 ({task.upper()}): MLM + NSP beats MLM alone (No NSP)",
+               f"{bert} vs {no_nsp}: {bert - no_nsp:+.1f}",
+               _side("pretraining_ablation", "BERT (MLM + NSP)", (task,)),
+               _side("pretraining_ablation", "No NSP", (task,)), "+"),
+        _claim(f"bert-t5-ltr-{task}", BERT,
+               f"Table 5 ({task.upper()}): the bidirectional MLM beats left-to-right LM "
+               "(both without NSP)",
+               f"{no_nsp} vs {ltr}: {no_nsp - ltr:+.1f}",
+               _side("pretraining_ablation", "No NSP", (task,)),
+               _side("pretraining_ablation", "LTR & No NSP", (task,)), "+"),
+    ]
+CLAIMS += [
+    _claim("bert-t6-size", BERT,
+           "Table 6: the largest encoder of the grid beats the smallest",
+           "MRPC dev accuracy 79.8 (3/768/12) → 87.8 (24/1024/16); pre-trained models",
+           _side("model_size_grid", "last"), _side("model_size_grid", "first"), "+"),
+]
+for id, statement in (
+        ("hao-starting-point", "pre-training gives a better starting point and faster "
+         "convergence than random initialisation"),
+        ("hao-flatter-optima", "pre-trained fine-tuning ends in wider, flatter optima"),
+        ("hao-loss-vs-generalisation", "the training-loss surface agrees with the "
+         "generalisation error"),
+        ("hao-overfitting", "pre-trained models resist overfitting"),
+        ("hao-lower-layers", "lower layers move less; rolling them back costs little")):
+    CLAIMS.append(_claim(id, HAO, statement, "qualitative (figures)",
+                         _side("landscape", id), None, "+"))
+
+
+# --- Reading the tools' JSON ----------------------------------------------------------------
+
+def find_sources(paths):
+    """[(tool, path, data)] for every known JSON under the given folders or files."""
+    found = []
+    for given in paths:
+        if os.path.isfile(given):
+            files = [given]
+        elif os.path.isdir(given):
+            files = [os.path.join(d, f) for d, _, names in sorted(os.walk(given))
+                     for f in sorted(names) if f in SOURCES]
+        else:
+            raise ValueError(f"--runs={given}: no such file or folder")
+        for file in files:
+            name = os.path.basename(file)
+            if name not in SOURCES:
+                raise ValueError(f"--runs={file}: not one of {', '.join(SOURCES)}")
+            try:
+                with open(file, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError) as e:
+                raise ValueError(f"{file}: cannot read it as JSON ({e})") from None
+            if not isinstance(data, dict):
+                raise ValueError(f"{file}: not a JSON object")
+            if SOURCES[name] == "pretraining_ablation" and "tables" not in data:
+                continue  # an ablation run before restarts existed: no seeds to pair
+            found.append((SOURCES[name], file, data))
+    return found
+
+
+def tables_of(tool, data):
+    """{task: restarts table} of one tool's JSON."""
+    if tool == "sweep":
+        return {data["task"]: data["restarts"]} if "restarts" in data else {}
+    return data.get("tables", {})
+
+
+def _matches(side, task, experiment):
+    if side["task"] is not None and task not in side["task"]:
+        return False
+    return all(experiment.get(k) == v for k, v in side["where"].items())
+
+
+def _row(table, wanted):
+    rows = table["rows"]
+    if wanted == "first":
+        return rows[0] if rows else None
+    if wanted == "last":
+        return rows[-1] if len(rows) > 1 else None
+    return next((r for r in rows if r["label"] == wanted), None)
+
+
+def candidates(side, sources):
+    """[(task, row, source)] of every table that has this side's row."""
+    out = []
+    for tool, file, data in sources:
+        if tool != side["tool"]:
+            continue
+        for task, table in tables_of(tool, data).items():
+            if _matches(side, task, data.get("experiment") or {}):
+                row = _row(table, side["row"])
+                if row is not None:
+                    out.append((task, row, {"file": file, "data": data, "table": table}))
+    return out
+
+
+# --- Verdicts --------------------------------------------------------------------------------
+
+def verdict(direction, n, effect, low, high, std, margin=None):
+    """(verdict, note) from the paired interval of row A − row B."""
+    if n < 2 or low is None:
+        return "not distinguishable", f"n = {n}: no interval from fewer than two paired seeds"
+    half = (high - low) / 2
+    needed = stats.seeds_needed(effect, std)
+    need = (f"half-width {100 * half:.1f} points; the observed effect would separate with "
+            f"about {needed} seeds" if needed else
+            f"half-width {100 * half:.1f} points; the observed effect is too small to "
+            "separate with any practical number of seeds")
+    if direction == "≈":
+        if margin is not None and -margin <= low and high <= margin:
+            return "supported", f"the interval lies within ±{100 * margin:.1f} points"
+        if low > 0 or high < 0:
+            return "contradicted", "the interval excludes 0"
+        return "not distinguishable", need + (
+            "" if margin is None else f"; equivalence needs the interval within "
+            f"±{100 * margin:.1f} points")
+    sign = 1 if direction == "+" else -1
+    if sign * low > 0 and sign * high > 0:
+        return "supported", "the interval excludes 0 in the paper's direction"
+    if sign * low < 0 and sign * high < 0:
+        return "contradicted", "the interval excludes 0 against the paper's direction"
+    return "not distinguishable", need
+
+
+def measure(claim, sources):
+    """Every measurement of a claim: one per task where both rows were found."""
+    if claim["a"]["tool"] == "landscape":
+        return measure_landscape(claim, sources)
+    results = []
+    for task, a, a_src in candidates(claim["a"], sources):
+        for task_b, b, b_src in candidates(claim["b"], sources):
+            if task_b != task or (a_src["file"] == b_src["file"] and a is b):
+                continue
+            values_a = dict(zip(map(str, a["seeds"]), a["values"]))
+            values_b = dict(zip(map(str, b["seeds"]), b["values"]))
+            seeds = [s for s in values_a if s in values_b]
+            if not seeds:
+                continue
+            d = stats.paired_difference([values_a[s] for s in seeds],
+                                        [values_b[s] for s in seeds])
+            result = {"task": task, "a": a["label"], "b": b["label"], "seeds": seeds, **d,
+                      "metric": a_src["table"]["metric"],
+                      "sources": sorted({a_src["file"], b_src["file"]}),
+                      "commands": list(dict.fromkeys(
+                          s["data"].get("command", "?") for s in (a_src, b_src))),
+                      "experiments": [s["data"].get("experiment") for s in (
+                          (a_src,) if a_src["file"] == b_src["file"] else (a_src, b_src))]}
+            result["verdict"], result["note"] = verdict(
+                claim["direction"], d["n"], d["difference"], d["low"], d["high"], d["std"],
+                claim["margin"])
+            results.append(result)
+    return results
+
+
+def measure_landscape(claim, sources):
+    results = []
+    for tool, file, data in sources:
+        got = (data.get("claims") or {}).get(claim["id"]) if tool == "landscape" else None
+        if not got:
+            continue
+        result = {"task": data.get("experiment", {}).get("task", "?"), "a": claim["id"],
+                  "b": "", "seeds": [], "n": got.get("n", 0), "difference": got["effect"],
+                  "std": got.get("std"), "low": got.get("low"), "high": got.get("high"),
+                  "metric": got.get("unit", ""), "sources": [file],
+                  "commands": [data.get("command", "?")],
+                  "experiments": [data.get("experiment")]}
+        result["verdict"], result["note"] = verdict(
+            claim["direction"], result["n"], result["difference"], result["low"],
+            result["high"], result["std"], claim["margin"])
+        results.append(result)
+    return results
+
+
+# --- The report ------------------------------------------------------------------------------
+
+def _points(x, sign="+"):
+    return "–" if x is None else f"{100 * x:{sign}.1f}"
+
+
+def report(sources, claims=CLAIMS):
+    measured = {c["id"]: measure(c, sources) for c in claims}
+    lines = ["# Findings: the papers' claims, measured", "",
+             "Generated by `python tools/findings.py` from the tools' JSON outputs "
+             f"({len(sources)} file{'s' * (len(sources) != 1)}). Effect: row A − row B of "
+             "the dev metric in points (× 100), paired seed by seed over the seeds both rows "
+             "finished, with its 95% Student-t interval over the paired differences. "
+             "Verdict: supported (the interval excludes 0 in the paper's direction; for ≈ "
+             "claims, it lies within the stated margin), contradicted (it excludes 0 the other "
+             "way), not distinguishable (it contains 0: its half-width and the seeds the "
+             "observed effect would need are given).", "",
+             "| claim | paper | the paper's number | task | n | effect [95% interval] | "
+             "verdict |", "|---|---|---|---|---|---|---|"]
+    for c in claims:
+        for r in measured[c["id"]] or [None]:
+            if r is None:
+                lines.append(f"| {c['statement']} | {c['paper']} | {c['paper_number']} | – | "
+                             "0 | – | not measured |")
+                continue
+            interval = ("" if r["low"] is None else
+                        f" [{_points(r['low'])}, {_points(r['high'])}]")
+            lines.append(f"| {c['statement']} | {c['paper']} | {c['paper_number']} | "
+                         f"{r['task']} | {r['n']} | {_points(r['difference'])}{interval} | "
+                         f"**{r['verdict']}** |")
+    lines += ["", "## Each claim", ""]
+    for c in claims:
+        lines.append(f"### `{c['id']}`: {c['statement']}")
+        lines.append("")
+        lines.append(f"{c['paper']}; the paper's number: {c['paper_number']}. Direction: "
+                     + {"+": "row A > row B", "-": "row A < row B",
+                        "≈": "row A ≈ row B"}[c["direction"]] + ".")
+        if not measured[c["id"]]:
+            lines += ["", "**Not measured**: no table in the inputs has both rows "
+                      f"({_describe_side(c['a'])}" + (f"; {_describe_side(c['b'])}"
+                                                       if c["b"] else "") + ").", ""]
+            continue
+        for r in measured[c["id"]]:
+            lines += ["", f"- task {r['task']}: A = {r['a']}" + (f", B = {r['b']}" if r["b"]
+                                                                  else "")
+                      + f"; dev {r['metric']}; seeds {', '.join(r['seeds']) or '–'} (n = "
+                      f"{r['n']}); effect {_points(r['difference'])} points"
+                      + ("" if r["low"] is None else
+                         f", 95% interval [{_points(r['low'])}, {_points(r['high'])}]")
+                      + ("" if r["std"] is None else
+                         f", std of the paired differences {_points(r['std'], '')}")
+                      + f". **{r['verdict']}**: {r['note']}."]
+            for e in r["experiments"]:
+                if e:
+                    lines.append("  - experiment: " + ", ".join(
+                        f"{k} {v}" for k, v in e.items() if v is not None))
+            for command in r["commands"]:
+                lines.append(f"  - command: `{command}`")
+            lines.append("  - from " + ", ".join(f"`{s}`" for s in r["sources"]))
+        lines.append("")
+    return "\n".join(lines) + "\n", measured
+
+
+def _describe_side(side):
+    where = ", ".join(f"{k}={v}" for k, v in side["where"].items())
+    tasks = f" on {'/'.join(side['task'])}" if side["task"] else ""
+    return f"{side['tool']} row {side['row']!r}{tasks}" + (f" with {where}" if where else "")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", nargs="+", required=True, help="folders (searched recursively) "
+                   "or JSON files the table tools wrote; commas also separate them")
+    p.add_argument("--output", required=True, help="the Markdown report to write")
+    args = p.parse_args(argv)
+    paths = [x for item in args.runs for x in item.split(",") if x]
+    try:
+        sources = find_sources(paths)
+    except ValueError as e:
+        print(f"findings: error: {e}", file=sys.stderr)
+        return 2
+    text, measured = report(sources)
+    folder = os.path.dirname(os.path.abspath(args.output))
+    os.makedirs(folder, exist_ok=True)
+    atomic_write_text(args.output, text)
+    counts = {}
+    for results in measured.values():
+        for r in results or [{"verdict": "not measured"}]:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    print(f"findings: {args.output}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
