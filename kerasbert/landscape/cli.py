@@ -110,7 +110,7 @@ flags.DEFINE_boolean("hessian_groups", False, "--mode=hessian: also the top eige
                      flag_values=FLAGS)
 flags.DEFINE_boolean("hessian_trajectory", False, "--mode=hessian: also λ_max at every saved "
                      "checkpoint: --lanczos_steps products per checkpoint.", flag_values=FLAGS)
-flags.DEFINE_enum("hvp", "forward_over_backward", list(hessian.HVP_METHODS), "--mode=hessian: "
+flags.DEFINE_enum("hvp", "double_backward", list(hessian.HVP_METHODS), "--mode=hessian: "
                   "how Hessian-vector products are taken (both exact; see hessian.py).",
                   flag_values=FLAGS)
 flags.DEFINE_integer("hessian_batch_size", 32, "Batch size of Hessian-vector products and "

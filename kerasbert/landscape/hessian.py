@@ -8,10 +8,13 @@ Hessian. Vectors are flat float64 numpy arrays over the weights of `variables` (
 every floating-point weight, `trajectory.model_weights` order).
 
 Hessian-vector products, two ways (`hvp=`), one traced function per batch shape:
-- forward_over_backward (default): a `tf.autodiff.ForwardAccumulator` carries the tangent
-  v through the gradient computation (`tape.gradient` inside the accumulator), so Hv is the
-  JVP of the gradient: TensorFlow's own recipe; no second tape over the first.
-- double_backward: the gradient of ⟨∇L, v⟩ by a second GradientTape around the first.
+- double_backward (default): the gradient of ⟨∇L, v⟩ by a second GradientTape around the
+  first (Pearlmutter's trick by reverse over reverse);
+- forward_over_backward: a `tf.autodiff.ForwardAccumulator` carries the tangent v through
+  the gradient computation (`tape.gradient` inside the accumulator), so Hv is the JVP of
+  the gradient: TensorFlow's documented recipe, and in theory the cheaper one; but TF has
+  no forward rules for most ops and derives them by differentiating their gradients again,
+  so here it traced 3× slower and ran slower on MiniLM's shape (README, "Sharpness").
 Both are exact (tests/landscape/test_hessian.py checks them against finite differences of
 the gradient and the Hessian built by `tape.jacobian`); tools/bench_landscape.py times
 them.
@@ -46,7 +49,7 @@ from kerasbert.kinds.base import training_loss
 from kerasbert.landscape.directions import filter_norms
 from kerasbert.training.trajectory import model_weights
 
-HVP_METHODS = ("forward_over_backward", "double_backward")
+HVP_METHODS = ("double_backward", "forward_over_backward")
 _ZERO = tf.UnconnectedGradients.ZERO  # a weight the loss does not reach: zero, not None
 
 
@@ -82,7 +85,7 @@ class TrainingLoss:
     """The mean training loss of `model` over fixed `batches`, as a function of the weights
     in `variables`: its value, gradient and Hessian-vector products on flat vectors."""
 
-    def __init__(self, model, kind, batches, variables=None, hvp="forward_over_backward"):
+    def __init__(self, model, kind, batches, variables=None, hvp="double_backward"):
         if hvp not in HVP_METHODS:
             raise ValueError(f"hvp must be one of {HVP_METHODS}, not {hvp!r}")
         self.model = model
