@@ -181,7 +181,10 @@ def plot_hessian(hessians, path):
                 key = "top_eigenvalues" if all("top_eigenvalues" in g for g in h["groups"]) \
                     else "trace"
                 values = [g[key][0] if key == "top_eigenvalues" else g[key] for g in h["groups"]]
-                ax.bar(np.arange(len(groups)) + i * width, values, width, label=label)
+                errors = [g["residual_bounds"][0] if key == "top_eigenvalues"
+                          else g.get("trace_standard_error", 0.0) for g in h["groups"]]
+                ax.bar(np.arange(len(groups)) + i * width, values, width, yerr=errors,
+                       capsize=2, label=label)
                 ax.set_xticks(np.arange(len(groups)) + width * (len(hessians) - 1) / 2)
                 ax.set_xticklabels(groups, rotation=45, ha="right", fontsize=7)
                 ax.set_title("λ1 of each block" if key == "top_eigenvalues"
