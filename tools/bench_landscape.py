@@ -10,8 +10,14 @@ training loss and dev error on fixed samples at every point, two ways in the sam
 
 Each way evaluates --repeats grids after a warm-up point; the median grid time is reported.
 
+Then Hessian-vector products per second of the training loss on the training sample
+(kerasbert.landscape.hessian.TrainingLoss), each --hvp way, after one product that traces:
+forward_over_backward (ForwardAccumulator over a GradientTape) and double_backward (a
+tape over a tape); a gradient's time beside them for scale.
+
     python tools/bench_landscape.py                       # tiny random model, 21×21
     python tools/bench_landscape.py --model_size=6/384/12 --grid=5 --sample=128
+    python tools/bench_landscape.py --model_size=6/384/12 --grid=0 --sample=32 --hvps=3
 """
 
 import argparse
@@ -73,9 +79,15 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--naive_grid", type=int, default=7,
                         help="Grid of the (slow) naive loop; 0 skips it. Rates are compared.")
+    parser.add_argument("--hvps", type=int, default=3,
+                        help="Timed Hessian-vector products per --hvp way (0 skips them).")
+    parser.add_argument("--hvp_batch_size", type=int, default=32,
+                        help="Batch size of the products (the landscape's --hessian_batch_size).")
     args = parser.parse_args(argv)
+    if args.grid < 0 or args.hvps < 0:
+        parser.error("--grid and --hvps must be at least 0")
 
-    from kerasbert.landscape import directions, surface
+    from kerasbert.landscape import directions
     from kerasbert.training.trajectory import snapshot, weight_names
 
     task, model, samples = build(args)
@@ -88,6 +100,47 @@ def main(argv=None):
     print(f"model {args.model_size} ({sum(w.size for w in theta):,} weights), task "
           f"{args.task}, samples {sizes}, max_seq_length {args.max_seq_length}, "
           f"grid {args.grid}×{args.grid}")
+
+    if args.grid:
+        grid_benchmark(args, model, task, samples, theta, d1, d2, alphas, betas)
+    if args.hvps:
+        hvp_benchmark(args, model, samples["train"])
+    return 0
+
+
+def hvp_benchmark(args, model, features):
+    from kerasbert.landscape import hessian
+    from kerasbert.plugins import resolve_kind
+
+    kind = resolve_kind("classification")
+    batches = hessian.sample_batches(features, args.hvp_batch_size, kind)
+    print(f"\nHessian-vector products over {len(features.labels)} training rows, batches of "
+          f"{args.hvp_batch_size}")
+    print("| way | first (traces) | median | HVPs/s | runs (s) |")
+    print("|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for way in hessian.HVP_METHODS:
+        loss = hessian.TrainingLoss(model, kind, batches, hvp=way)
+        vector = rng.standard_normal(loss.size)
+        start = time.perf_counter()
+        loss.hvp(vector)
+        first = time.perf_counter() - start
+        seconds = []
+        for _ in range(args.hvps):
+            start = time.perf_counter()
+            loss.hvp(vector)
+            seconds.append(time.perf_counter() - start)
+        median = statistics.median(seconds)
+        print(f"| {way} | {first:.1f} s | {median:.2f} s | {1 / median:.3g} | "
+              + ", ".join(f"{s:.2f}" for s in seconds) + " |")
+    loss.value_and_gradient()  # traces
+    start = time.perf_counter()
+    loss.value_and_gradient()
+    print(f"| (one gradient, for scale) | | {time.perf_counter() - start:.2f} s | | |")
+
+
+def grid_benchmark(args, model, task, samples, theta, d1, d2, alphas, betas):
+    from kerasbert.landscape import surface
 
     evaluator = surface.SurfaceEvaluator(model, task, samples, args.batch_size)
     evaluator.set_plane(theta, d1, d2)
@@ -118,7 +171,6 @@ def main(argv=None):
     if "naive" in rates:
         print(f"kerasbert evaluates {rates['kerasbert'] / rates['naive']:.2f}× as many points "
               "per second as the naive loop (same run)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,14 @@ Choices (documented in README, "Loss landscapes"):
 - Scale "delta" (default) then rescales the whole random direction to ‖δ1‖, so both axes
   of a plot are in units of the fine-tuning displacement; "weights" keeps ‖d_b‖ = ‖θ_b‖
   (loss-landscape's own convention), for which β = 1 moves every matrix by its own norm.
+- `filters` (from `layers.filter_axes`) switches to Li et al.'s *filter* normalisation:
+  each filter of a matrix (one output unit's column, one embedding row) gets the norm of
+  the same filter of θ, and the component along δ1 is removed filter by filter, so d ⟂ δ1
+  still holds exactly. A filter's scale does not change what a ReLU/GELU unit followed by
+  LayerNorm computes, so per-filter directions compare minima of differently scaled
+  networks (Li et al., section 4).
+- `keep_biasbn` perturbs biases and LayerNorm parameters too, each vector as one filter
+  of its own norm (a LayerNorm gain then moves by up to its ‖γ‖ ≈ √H at β = 1).
 """
 
 import numpy as np
@@ -46,25 +54,36 @@ def combine(origin, alpha, d1, beta=0.0, d2=None):
             for o, x, y in zip(origin, d1, d2, strict=True)]
 
 
-def random_direction(weights, names, seed=0, orthogonal_to=None, scale="delta"):
-    """A Gaussian direction normalised per weight matrix (see the module docstring),
-    orthogonal to `orthogonal_to` (δ1) block by block, zero on biases and LayerNorm."""
+def filter_norms(block, axes):
+    """The norm of each filter of `block`: over `axes`, kept as size-1 dimensions so that
+    it broadcasts against the block (all axes: the matrix's norm)."""
+    return np.sqrt(np.sum(np.square(block, dtype=np.float64), axis=axes, keepdims=True))
+
+
+def random_direction(weights, names, seed=0, orthogonal_to=None, scale="delta", filters=None,
+                     keep_biasbn=False):
+    """A Gaussian direction normalised per weight matrix, or per filter with `filters` (see
+    the module docstring), orthogonal to `orthogonal_to` (δ1) block by block (filter by
+    filter), zero on biases and LayerNorm unless `keep_biasbn`."""
     if scale not in ("delta", "weights"):
         raise ValueError(f"scale must be 'delta' or 'weights', not {scale!r}")
     rng = np.random.default_rng(seed)
     direction = []
     for i, (name, w) in enumerate(zip(names, weights, strict=True)):
-        if not is_matrix(name, w.shape):
+        matrix = is_matrix(name, w.shape)
+        if not matrix and not keep_biasbn:
             direction.append(np.zeros_like(w, dtype=np.float32))
             continue
+        axes = (filters[i] if filters is not None and matrix else None) or tuple(range(w.ndim))
         d = rng.standard_normal(w.shape)  # float64 while projecting and normalising
         if orthogonal_to is not None:
             a = orthogonal_to[i].astype(np.float64)
-            aa = np.vdot(a, a)
-            if aa > 0:
-                d -= (np.vdot(d, a) / aa) * a
-        d_norm, w_norm = np.linalg.norm(d), np.linalg.norm(w.astype(np.float64))
-        direction.append((d * (w_norm / d_norm if d_norm > 0 else 0.0)).astype(np.float32))
+            aa = np.sum(a * a, axis=axes, keepdims=True)
+            da = np.sum(d * a, axis=axes, keepdims=True)
+            d -= np.divide(da, aa, out=np.zeros_like(aa), where=aa > 0) * a
+        d_norm, w_norm = filter_norms(d, axes), filter_norms(w, axes)
+        ratio = np.divide(w_norm, d_norm, out=np.zeros_like(d_norm), where=d_norm > 0)
+        direction.append((d * ratio).astype(np.float32))
     if scale == "delta":
         if orthogonal_to is None:
             raise ValueError("scale='delta' needs orthogonal_to (δ1) to take its norm")
@@ -101,6 +120,18 @@ def pca_directions(points, origin, count=2):
     total = float(eigenvalues.sum())
     explained = [float(v / total) if total > 0 else 0.0 for v in eigenvalues[:count]]
     return directions, explained
+
+
+def off_plane(points, origin, d1, d2, coordinates):
+    """(distance of each point from the plane origin + α·d1 + β·d2 at its projected
+    `coordinates`, its distance from origin): a point off the plane is not where the
+    drawn surface shows it."""
+    distances, lengths = [], []
+    for p, (a, b) in zip(points, coordinates, strict=True):
+        offset = subtract(p, origin)
+        distances.append(norm([o - a * x - b * y for o, x, y in zip(offset, d1, d2)]))
+        lengths.append(norm(offset))
+    return np.array(distances), np.array(lengths)
 
 
 def project(points, origin, d1, d2):

@@ -3,12 +3,26 @@
 Groups: `embeddings` (token, position, segment tables and their LayerNorm), `layer_<i>`
 (each transformer layer), `pooler`, `head` (the task head: no pre-trained value, so it is
 never rolled back).
+
+Filters (`filter_axes`, for Li et al.'s filter normalisation and the ε-sharpness ball): a
+filter is what one output unit reads, as a convolution's filter is in Li et al.
+- Dense kernels [in, out]: one column per output unit (the norm runs over axis 0);
+- EinsumDense kernels (attention): the kernel's axes that reach the output index the
+  filters, the contracted ones span them: query/key/value [H, heads, head_dim] → one
+  filter per (head, dim), over axis 0; attention_output [heads, head_dim, H] → one per
+  output unit, over axes 0 and 1;
+- embedding tables [rows, H] (token, position, segment): one filter per row (a token's
+  vector, as Li et al.'s code treats an embedding weight);
+- any other matrix (a plugin head's own layers): Keras' convention, the last axis indexes
+  the output units;
+- biases and LayerNorm gains/offsets (`directions.is_matrix` false): None, not a filter.
 """
 
 import re
 
 import numpy as np
 
+from kerasbert.landscape.directions import is_matrix
 from kerasbert.training.trajectory import model_weights
 
 EMBEDDING_LAYERS = ("token_embedding", "position_embedding", "segment_embedding",
@@ -33,6 +47,53 @@ def weight_groups(model):
         else:
             groups.append("other")
     return groups
+
+
+def _owners(model):
+    """{id(weight): the layer that creates it}. `_trainable_variables` and
+    `_non_trainable_variables` are a layer's own weights (what Keras' `save_own_variables`
+    writes), without those of its sub-layers."""
+    owners = {}
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for w in layer._trainable_variables + layer._non_trainable_variables:
+            owners[id(w)] = layer
+    return owners
+
+
+def _einsum_contracted_axes(equation, ndim):
+    """The kernel axes an EinsumDense equation ("abc,cde->abde") sums over, or None when
+    the equation does not name the kernel's axes one letter each."""
+    try:
+        operands, output = equation.replace(" ", "").split("->")
+        kernel = operands.split(",")[1]
+    except (ValueError, IndexError):
+        return None
+    if "." in kernel or len(kernel) != ndim:
+        return None
+    return tuple(i for i, letter in enumerate(kernel) if letter not in output)
+
+
+def filter_axes(model):
+    """For each weight of `trajectory.model_weights(model)`, the axes one filter spans (the
+    norm of a filter is taken over them), or None for biases and LayerNorm (module
+    docstring)."""
+    owners = _owners(model)
+    axes = []
+    for w in model_weights(model):
+        shape, name = tuple(w.shape), w.path.rsplit("/", 1)[-1]
+        if not is_matrix(w.path, shape):
+            axes.append(None)
+            continue
+        layer = owners.get(id(w))
+        contracted = None
+        if name == "embeddings":
+            contracted = tuple(range(1, len(shape)))
+        elif layer is not None and isinstance(getattr(layer, "equation", None), str):
+            contracted = _einsum_contracted_axes(layer.equation, len(shape))
+        if not contracted:
+            contracted = tuple(range(len(shape) - 1))
+        axes.append(contracted)
+    return axes
 
 
 def group_order(groups):

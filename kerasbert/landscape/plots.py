@@ -81,9 +81,15 @@ def plot_2d(surfaces, path, keys=("train_loss", "dev_error")):
                 ax.plot(*path_xy[0], "s", color="orange", markersize=6, label="θ0")
                 ax.plot(*path_xy[-1], "*", color="red", markersize=9, label="θ1")
             x_label, y_label = s.get("axis_labels", ("α", "β"))
-            ax.set_xlabel(x_label)
-            ax.set_ylabel(y_label)
-            ax.set_title(f"{label}: {key.replace('_', ' ')}", fontsize=9)
+            ax.set_xlabel(x_label, fontsize=8)
+            ax.set_ylabel(y_label, fontsize=8)
+            title = f"{label}: {key.replace('_', ' ')}"
+            off, length = (np.asarray(s.get(k, [])) for k in (
+                "trajectory_distance_from_plane", "trajectory_distance_from_theta1"))
+            if len(path_xy) and (length > 0).any():  # points off the plane are not on it
+                worst = float(np.max(off[length > 0] / length[length > 0]))
+                title += f"\npath off the plane by up to {worst:.0%} of its distance to θ1"
+            ax.set_title(title, fontsize=8)
     axes[0][0].legend(fontsize=7, loc="lower left")
     _save(fig, path)
 
@@ -123,4 +129,89 @@ def plot_rollback(tables, path, metric="dev_accuracy"):
         ax.set_xlim(0, max(r[metric] for rs in tables.values() for r in rs) * 1.18)
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3, axis="x")
+    _save(fig, path)
+
+
+def plot_surface_3d(surfaces, path, key="train_loss"):
+    """The `key` surface of each run as a 3D plot, one panel per run; all panels share the
+    z axis and the colour scale, which end at the contour plot's top level (the 90th
+    percentile of both runs' values): higher values are drawn at that level."""
+    from mpl_toolkits.mplot3d import Axes3D  # noqa: F401 (registers the 3d projection)
+
+    levels = _levels([s[key] for s in surfaces.values()])
+    low, high = float(levels[0]), float(levels[-1])
+    fig = plt.figure(figsize=(4.6 * len(surfaces), 4.0))
+    for i, (label, s) in enumerate(surfaces.items()):
+        ax = fig.add_subplot(1, len(surfaces), i + 1, projection="3d")
+        a, b = np.meshgrid(s["alphas"], s["betas"])
+        z = np.clip(s[key], low, high)
+        ax.plot_surface(a, b, z, cmap="viridis", vmin=low, vmax=high, linewidth=0,
+                        antialiased=True)
+        ax.set_zlim(low, high)
+        x_label, y_label = s.get("axis_labels", ("α", "β"))
+        ax.set_xlabel(x_label.split(" (")[0])
+        ax.set_ylabel(y_label.split(" (")[0])
+        ax.set_title(f"{label}: {key.replace('_', ' ')}", fontsize=9)
+    _save(fig, path)
+
+
+def plot_hessian(hessians, path):
+    """`hessians`: {run label: hessian.json entry}. Panels: the top eigenvalues (error
+    bars: Lanczos residual bounds), per-group block traces and λ1 (where computed), λ_max
+    at the checkpoints (where computed)."""
+    panels = ["top"]
+    if any("trace" in g or "top_eigenvalues" in g for h in hessians.values()
+           for g in h["groups"]):
+        panels.append("groups")
+    if all("trajectory" in h for h in hessians.values()):
+        panels.append("trajectory")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False)
+    width = 0.8 / max(len(hessians), 1)
+    for ax, panel in zip(axes[0], panels):
+        for i, (label, h) in enumerate(hessians.items()):
+            if panel == "top":
+                x = np.arange(len(h["top_eigenvalues"])) + 1
+                ax.errorbar(x + (i - 0.5) * 0.1, h["top_eigenvalues"], yerr=h["residual_bounds"],
+                            fmt="o", capsize=3, label=label)
+                ax.set_xticks(x)
+                ax.set_xlabel("eigenvalue rank")
+                ax.set_title("top Hessian eigenvalues at θ1", fontsize=9)
+            elif panel == "groups":
+                groups = [g["group"] for g in h["groups"]]
+                key = "top_eigenvalues" if all("top_eigenvalues" in g for g in h["groups"]) \
+                    else "trace"
+                values = [g[key][0] if key == "top_eigenvalues" else g[key] for g in h["groups"]]
+                errors = [g["residual_bounds"][0] if key == "top_eigenvalues"
+                          else g.get("trace_standard_error", 0.0) for g in h["groups"]]
+                ax.bar(np.arange(len(groups)) + i * width, values, width, yerr=errors,
+                       capsize=2, label=label)
+                ax.set_xticks(np.arange(len(groups)) + width * (len(hessians) - 1) / 2)
+                ax.set_xticklabels(groups, rotation=45, ha="right", fontsize=7)
+                ax.set_title("λ1 of each block" if key == "top_eigenvalues"
+                             else "trace of each block", fontsize=9)
+                ax.set_yscale("symlog", linthresh=1e-3)
+            else:
+                rows = h["trajectory"]
+                ax.plot([r["step"] for r in rows], [r["lambda_max"] for r in rows], "-o",
+                        markersize=3, label=label)
+                ax.set_xlabel("training step")
+                ax.set_title("λ_max at the saved checkpoints", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_sharpness(tables, path):
+    """`tables`: {run label: ε-sharpness rows}; the loss rise after each ascent step, one
+    line per run and ε (a curve still climbing at the end: more steps would find more)."""
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    for label, rows in tables.items():
+        for r in rows:
+            ax.plot(np.arange(len(r["rises"])), r["rises"], "-o", markersize=3,
+                    label=f"{label}, ε = {r['epsilon']:g}")
+    ax.set_xlabel("ascent step (0: the random start)")
+    ax.set_ylabel("L(θ1 + y) − L(θ1)")
+    ax.set_title("ε-sharpness: loss rise in the filter-normalised ball", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     _save(fig, path)

@@ -105,3 +105,35 @@ def grid(evaluator, origin, d1, d2, alphas, betas, log=None):
         if log is not None:
             log(f"  grid row {j + 1}/{len(betas)} done")
     return surfaces
+
+
+def scale_to_rise(rise, target, iterations=10, limit=20):
+    """The factor c at which rise(c) first reaches `target`, found by doubling or halving
+    from c = 1 until the target is bracketed, then bisecting in log scale (`iterations`
+    halvings of the bracket: c to within 2^(1/2^iterations)); None when the rise stays
+    below the target up to 2^limit. For a rise that is not monotone in c this is one
+    crossing, not necessarily the first."""
+    low, high = None, None
+    c = 1.0
+    for _ in range(2 * limit + 1):
+        if rise(c) >= target:
+            high = c
+            if low is not None:
+                break
+            c /= 2.0
+            if c < 2.0 ** -limit:
+                return high
+        else:
+            low = c
+            if high is not None:
+                break
+            c *= 2.0
+            if c > 2.0 ** limit:
+                return None
+    for _ in range(iterations):
+        middle = np.sqrt(low * high)
+        if rise(middle) >= target:
+            high = middle
+        else:
+            low = middle
+    return float(high)
