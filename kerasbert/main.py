@@ -83,6 +83,21 @@ def define_plugin_flags():
     registry.manager.hook.kerasbert_define_flags(flag_values=FLAGS)
 
 
+def run_tool(entry):
+    """An experiment tool's absl entry point (tools/compare_strategies.py, ...): the plugins'
+    flags, and bad input as one line, exit 2."""
+    define_plugin_flags()
+
+    def guarded(argv):
+        try:
+            return entry(argv)
+        except InputError as e:
+            print(f"kerasbert: error: {e}", file=sys.stderr)
+            return 2
+
+    app.run(guarded)
+
+
 def run():
     define_plugin_flags()
 

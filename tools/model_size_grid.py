@@ -26,7 +26,7 @@ import io
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from kerasbert import main as kb_main
 from kerasbert import plugins, restarts, run_folder
@@ -172,16 +172,7 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
 
 
 def run():
-    kb_main.define_plugin_flags()
-
-    def guarded(argv):
-        try:
-            return main(argv)
-        except InputError as e:
-            print(f"kerasbert: error: {e}", file=sys.stderr)
-            return 2
-
-    app.run(guarded)
+    kb_main.run_tool(main)
 
 
 if __name__ == "__main__":

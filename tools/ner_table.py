@@ -18,7 +18,6 @@ import dataclasses
 import os
 import sys
 
-from absl import app
 
 from kerasbert import main as kb_main
 from kerasbert import plugins, restarts
@@ -82,16 +81,7 @@ def main(argv):
 
 
 def run():
-    kb_main.define_plugin_flags()
-
-    def guarded(argv):
-        try:
-            return main(argv)
-        except InputError as e:
-            print(f"kerasbert: error: {e}", file=sys.stderr)
-            return 2
-
-    app.run(guarded)
+    kb_main.run_tool(main)
 
 
 if __name__ == "__main__":
