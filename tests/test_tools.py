@@ -47,14 +47,14 @@ def test_compare_strategies_runs_the_parameter_efficient_rows(tmp_path):
                    "--strategies=lora,stack_and_lora,bitfit")
     table = (out / "comparison.md").read_text()
     assert table in stdout and "LoRA rank 8, alpha 8, targets query_value" in table
-    # 4 layers of d = 32, 2 heads of 16, rank 8: query and value each A (32, 2, 8) + B (8, 16)
-    # = 640; BitFit: per layer 3·32 + 32 + 128 + 32 + 2·64 = 416, embeddings' LayerNorm 64,
-    # pooler bias 32; the head (cls_linear, 32 → 2) 66 in every row.
-    assert "| LoRA | 5,186 |" in table and "| stack-and-LoRA | 5,186 |" in table
+    # 4 layers of d = 32, rank 8: query and value each A (32, 8) + B (8, 32) = 512; BitFit:
+    # per layer 3·32 + 32 + 128 + 32 + 2·64 = 416, embeddings' LayerNorm 64, pooler bias 32;
+    # the head (cls_linear, 32 → 2) 66 in every row.
+    assert "| LoRA | 4,162 |" in table and "| stack-and-LoRA | 4,162 |" in table
     assert "| BitFit | 1,826 |" in table
     rows = json.loads((out / "comparison.json").read_text())["tables"]["rte"]["rows"]
     assert [(r["label"], r["trained_parameters"]) for r in rows] == [
-        ("LoRA", 5186), ("stack-and-LoRA", 5186), ("BitFit", 1826)]
+        ("LoRA", 4162), ("stack-and-LoRA", 4162), ("BitFit", 1826)]
     assert all(r["step_seconds"] > 0 for r in rows)
 
 

@@ -3,15 +3,16 @@
     --lora_rank=r --lora_alpha=a --lora_targets=query_value|attention|attention_ffn
     --trainable_encoder=bitfit
 
-LoRA (Hu et al. 2021) is Keras' own: `EinsumDense.enable_lora` / `Dense.enable_lora` add
-factors A (initialised He-uniform) and B (zeros, so training starts from the encoder
-itself) and compute the kernel as W + (alpha/r)·A·B, with W frozen. Keras factors an
-attention kernel of shape (d, heads, head_dim) as A (d, heads, r) · B (r, head_dim): per
-head a rank-r update, B shared by the heads, d·heads·r + r·head_dim parameters (not the
-paper's 2·r·d, which factors the flattened d×d matrix); the attention output kernel
-(heads, head_dim, d) and the feed-forward kernels get the paper's d_in·r + r·d_out.
-Keras saves a LoRA layer with the update merged into its kernel and no factors, so
-`model.weights.h5`, `encoder/` and every export made from them are plain encoders.
+LoRA (Hu et al. 2021) is Keras' own `enable_lora`: factors A (initialised He-uniform) and
+B (zeros, so training starts from the encoder itself), the kernel computed as
+W + (alpha/r)·A·B with W frozen, and saving that writes the merged kernel and no factors
+(so `model.weights.h5`, `encoder/` and every export made from them are plain encoders).
+Keras factors a kernel over its last axis: right for the feed-forward kernels (d, 4d),
+(4d, d) and the attention output (heads, head_dim, d), but a query/key/value kernel
+(d, heads, head_dim) would get A (d, heads, r) · B (r, head_dim), a per-head update with
+heads × the paper's parameters. `InputAxisLoRA` factors those over the input axis as the
+paper does (the flattened d × d matrix): A (d, r) · B (r, heads, head_dim), 2·r·d
+parameters; everything else about the layer stays Keras'.
 
 BitFit (Ben Zaken et al. 2022) trains the encoder's biases and LayerNorm scales and
 offsets only.
@@ -21,6 +22,7 @@ head alone first, so `--frozen_epochs=N --lora_rank=r` is stack-and-LoRA.
 """
 
 import keras
+from keras import ops
 
 from kerasbert.errors import InputError
 
@@ -33,6 +35,42 @@ LORA_TARGETS = {
 }
 
 
+@keras.saving.register_keras_serializable(package="kerasbert")
+class InputAxisLoRA(keras.layers.EinsumDense):
+    """An attention projection (kernel (d, heads, head_dim)) with the LoRA paper's factors:
+    A (d, r), B (r, heads, head_dim). A layer becomes one by a class switch (same weights,
+    names and call); Keras' `kernel` property and saving then see the merged kernel.
+    Float kernels only (no quantized LoRA)."""
+
+    def enable_lora(self, rank, lora_alpha=None, a_initializer="he_uniform",
+                    b_initializer="zeros"):
+        if self.lora_enabled:
+            raise ValueError("lora is already enabled. This can only be done once per layer.")
+        if self.quantization_mode is not None:
+            raise NotImplementedError("InputAxisLoRA: float kernels only")
+        shape = tuple(self._kernel.shape)
+        self._tracker.unlock()
+        self.lora_kernel_a = self.add_weight(
+            name="lora_kernel_a", shape=(shape[0], rank),
+            initializer=keras.initializers.get(a_initializer), dtype="float32")
+        self.lora_kernel_b = self.add_weight(
+            name="lora_kernel_b", shape=(rank,) + shape[1:],
+            initializer=keras.initializers.get(b_initializer), dtype="float32")
+        self._kernel.trainable = False
+        self._tracker.lock()
+        self.lora_enabled = True
+        self.lora_rank = rank
+        self.lora_alpha = lora_alpha if lora_alpha is not None else rank
+
+    @property
+    def kernel(self):
+        if not self.lora_enabled:
+            return super().kernel
+        update = ops.tensordot(self.lora_kernel_a, self.lora_kernel_b, axes=1)
+        return ops.cast(ops.add(self._kernel, (self.lora_alpha / self.lora_rank) * update),
+                        self.compute_dtype)
+
+
 def _kernel_layers(transformer_layer):
     """{target name: the Dense / EinsumDense layer holding that kernel} of one keras-hub
     TransformerEncoder."""
@@ -43,10 +81,17 @@ def _kernel_layers(transformer_layer):
             "ffn_output": transformer_layer._feedforward_output_dense}
 
 
+PROJECTIONS = ("query", "key", "value")  # kernels (d, heads, head_dim): InputAxisLoRA
+
+
+def _targets(backbone, targets):
+    return [(name, _kernel_layers(layer)[name]) for layer in backbone.transformer_layers
+            for name in LORA_TARGETS[targets]]
+
+
 def lora_layers(backbone, targets):
     """The layers `--lora_targets=targets` adapts, layer by layer in target order."""
-    return [_kernel_layers(layer)[name] for layer in backbone.transformer_layers
-            for name in LORA_TARGETS[targets]]
+    return [layer for _, layer in _targets(backbone, targets)]
 
 
 def enable_lora(backbone, rank, alpha=None, targets="query_value", seed=0):
@@ -54,7 +99,9 @@ def enable_lora(backbone, rank, alpha=None, targets="query_value", seed=0):
     variables. Each A gets its own seeded initializer, so a seed gives the same factors
     whatever else drew random numbers before."""
     factors = []
-    for i, layer in enumerate(lora_layers(backbone, targets)):
+    for i, (name, layer) in enumerate(_targets(backbone, targets)):
+        if name in PROJECTIONS:
+            layer.__class__ = InputAxisLoRA
         layer.enable_lora(rank, lora_alpha=alpha,
                           a_initializer=keras.initializers.HeUniform(seed=seed + i))
         factors += [layer.lora_kernel_a, layer.lora_kernel_b]

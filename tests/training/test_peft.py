@@ -39,12 +39,12 @@ def _count(variables):
     return sum(int(np.prod(v.shape)) for v in variables)
 
 
-# Keras' LoRA on a (32, 2, 16) query/key/value kernel: A (32, 2, r), B (r, 16) = 80·r; on the
-# (2, 16, 32) attention output kernel A (2, 16, r), B (r, 32) = 64·r = 2·r·d; on the
-# feed-forward kernels (32, 128) and (128, 32): 32·r + r·128 = 160·r each.
-@pytest.mark.parametrize("targets, per_layer", [("query_value", 2 * 80),
-                                                ("attention", 3 * 80 + 64),
-                                                ("attention_ffn", 3 * 80 + 64 + 2 * 160)])
+# LoRA on a d × d kernel (query, key, value (32, 2, 16); attention output (2, 16, 32)):
+# A (32, r) + B (r, 32) = 2·r·d = 64·r; on the feed-forward kernels (32, 128), (128, 32):
+# 32·r + r·128 = 160·r each.
+@pytest.mark.parametrize("targets, per_layer", [("query_value", 2 * 64),
+                                                ("attention", 4 * 64),
+                                                ("attention_ffn", 4 * 64 + 2 * 160)])
 def test_lora_trains_exactly_the_hand_counted_factors_and_the_head(tmp_path, targets, per_layer):
     rank = 4
     model = _model(_config(tmp_path, lora_rank=rank, lora_targets=targets))
@@ -117,12 +117,13 @@ def test_lora_leaves_base_kernels_bit_identical_and_saves_them_merged(tmp_path, 
         a, b = live[path.replace("/kernel", "/lora_kernel_a")], live[
             path.replace("/kernel", "/lora_kernel_b")]
         assert np.abs(b).max() > 0  # B starts at 0: training moved it
-        merged = initial + alpha / rank * np.einsum("ihr,rj->ihj", a, b)
+        assert a.shape == (32, rank) and b.shape == (rank, 2, 16)  # the paper's factors
+        merged = initial + alpha / rank * np.einsum("ir,rhj->ihj", a, b)
         np.testing.assert_allclose(saved[path], merged, rtol=0, atol=1e-6)
         assert not np.allclose(saved[path], initial)
     with open(tmp_path / "run" / "history.csv") as f:
         assert [int(r["trained_parameters"]) for r in csv.DictReader(f)] == [
-            2 * 2 * 80 * rank + HEAD]
+            2 * 2 * 64 * rank + HEAD]
 
 
 def test_bitfit_changes_only_encoder_biases_and_layer_norms(tmp_path, monkeypatch):
@@ -178,7 +179,7 @@ def test_stack_and_lora_resumes_to_the_uninterrupted_run(tmp_path, monkeypatch):
     assert [(r["phase"], r["step"], r["trained_parameters"]) for r in rows[1]] == [
         (r["phase"], r["step"], r["trained_parameters"]) for r in rows[0]]
     assert [int(r["trained_parameters"]) for r in rows[0]] == [
-        HEAD, 2 * (3 * 80 + 64 + 2 * 160) * 2 + HEAD, 2 * (3 * 80 + 64 + 2 * 160) * 2 + HEAD]
+        HEAD, 2 * (4 * 64 + 2 * 160) * 2 + HEAD, 2 * (4 * 64 + 2 * 160) * 2 + HEAD]
 
 
 def test_exports_are_plain_encoders_with_the_lora_models_outputs(tmp_path, monkeypatch):
