@@ -140,6 +140,26 @@ class RunConfig:
         None, help="Dropout of the encoder and head. Default: the checkpoint's.")
     seed: int = setting(
         42, help="Random seed for the head's initialisation, dropout and the data shuffling.")
+    trainable_encoder: str = setting(
+        "all", choices=("all", "bitfit"),
+        help="What of the encoder the fine-tune phase trains (the head always trains): all "
+        "(fine-tuning) or bitfit (only the encoder's biases and LayerNorm scales and offsets; "
+        "Ben Zaken et al. 2022). With --lora_rank, only the LoRA factors train.")
+    lora_rank: int = setting(
+        0, help="LoRA (Hu et al. 2021) in the fine-tune phase: the rank r of the low-rank "
+        "update added to each adapted kernel (Keras' enable_lora); the encoder's own weights "
+        "stay frozen and only the LoRA factors and the head train. Saved weights, encoder/ "
+        "and every export have the update merged into the kernels (W + alpha/r·A·B). "
+        "0 = off.")
+    lora_alpha: float | None = setting(
+        None, help="With --lora_rank: the LoRA scale alpha (the update is alpha/r·A·B). "
+        "Default: r (a scale of 1).")
+    lora_targets: str = setting(
+        "query_value", choices=("query_value", "attention", "attention_ffn"),
+        help="With --lora_rank: the kernels that get LoRA factors in every transformer "
+        "layer: query_value (the attention's query and value kernels, as in the LoRA "
+        "paper), attention (query, key, value and the attention output) or attention_ffn "
+        "(those and both feed-forward kernels).")
     save_checkpoints_steps: int = setting(
         1000, help="Also checkpoint every this many optimizer steps within an epoch (besides "
         "each epoch's end), so a killed run resumes mid-epoch; 0 = only at epoch ends.")
@@ -251,6 +271,21 @@ class RunConfig:
         need(self.train_batch_size is None
              or self.train_batch_size >= self.gradient_accumulation_steps,
              "gradient_accumulation_steps", "more micro-batches than examples in a batch")
+        need(self.lora_rank >= 0, "lora_rank", "must be 0 (off) or a positive rank")
+        need(self.lora_alpha is None or self.lora_rank > 0, "lora_alpha",
+             "scales LoRA's update: needs --lora_rank")
+        need(self.lora_alpha is None or self.lora_alpha > 0, "lora_alpha", "must be positive")
+        need(self.lora_targets == "query_value" or self.lora_rank > 0, "lora_targets",
+             "chooses the kernels LoRA adapts: needs --lora_rank")
+        need(not (self.lora_rank and self.trainable_encoder != "all"), "trainable_encoder",
+             "--lora_rank already decides what trains (the LoRA factors): choose one")
+        if self.lora_rank or self.trainable_encoder != "all":
+            flag = "lora_rank" if self.lora_rank else "trainable_encoder"
+            need(self.num_train_epochs is None or self.num_train_epochs > 0, flag,
+                 "adapts the encoder in the fine-tune phase, but --num_train_epochs=0 has none")
+        need(not (self.lora_rank and self.save_trajectory_every), "save_trajectory_every",
+             "the landscape rebuilds a plain encoder, not one with LoRA factors: no trajectory "
+             "for --lora_rank runs")
         need(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be a positive integer")
         if self.data_dir is not None and not os.path.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")

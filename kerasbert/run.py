@@ -5,7 +5,7 @@
               refuses) and checked (a finished run, a foreign folder: refused now)
     strategy  tf.distribute, seeds, precision (before any variable exists)
     data      the encoder's tokenizer; each split read and featurized (or streamed)
-    model     encoder + head, built under the strategy
+    model     encoder + head, built under the strategy; LoRA or BitFit set up
     outputs   the run folder prepared (only now: bad input has failed before it)
     phases    frozen → fine-tune, with dev evaluation after each epoch
     evaluate  dev metrics; test predictions
@@ -36,7 +36,7 @@ from kerasbert.export.saved_model import (
 )
 from kerasbert.heads.feature_bilstm import attach_cached_features
 from kerasbert.io_utils import check_can_create
-from kerasbert.model import builder, encoders
+from kerasbert.model import adapters, builder, encoders
 from kerasbert.training import precision, run_state
 from kerasbert.training.loop import Timer, Trainer
 from kerasbert.training.phases import PhaseRunner
@@ -195,6 +195,7 @@ def build_model(config, task, head_spec, strategy, backbone, features):
         sample = next(iter(pipeline.dataset_of(next(iter(features.values())), 2)))
         model = builder.build_task_model(task, head_spec, backbone, config.head_options,
                                          config.seed, sample_inputs=sample[0])
+        adapters.apply_strategy(model, config)  # --lora_rank, --trainable_encoder
     if config.feature_cache_dir:
         attach_cached_features(model, features, config.feature_cache_dir)
     return model
@@ -298,6 +299,8 @@ def _execute(config, registry, task, head_spec):
     run_folder.prepare(config)
     run_folder.write_config(config.output_dir, config)
     log(_describe(config, task, encoder, tokenizer, features))
+    if adapters.describe(config):
+        log(f"kerasbert: fine-tuning trains the head and {adapters.describe(config)}")
 
     train = features.get("train") if config.do_train else None
     dev_metrics = dev_metrics_of(config, task, features)

@@ -145,6 +145,59 @@ def test_only_the_missing_seed_is_run_and_other_settings_are_refused(tmp_path):
         restarts.run_all(changed, no_training, log=lambda _: None)
 
 
+def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path):
+    tool = _tool("compare_strategies")
+    task = plugins.registry().task("mrpc")
+    base = RunConfig(task="mrpc", head="bimpm", output_dir=str(tmp_path / "cmp"),
+                     frozen_epochs=1.0, num_train_epochs=2.0, lora_rank=4, lora_alpha=16.0)
+    names = tool.chosen_strategies(["all"])
+    assert names == ["fine-tune only", "frozen only", "stack-and-finetune", "LoRA",
+                     "stack-and-LoRA", "BitFit"]
+    assert tool.chosen_strategies(["bitfit", "paper"]) == [*tool.PAPER, "BitFit"]
+    with pytest.raises(InputError, match="--strategies=lora,adapters: unknown strategy "
+                       "'adapters'; choose paper, all or from fine_tune, "):
+        tool.chosen_strategies(["lora", "adapters"])
+    rows = dict(tool.plan(base, task, [1, 2], names, peft_learning_rate=1e-3))
+    lora, stack_lora, bitfit, plain = (rows[n][1] for n in (
+        "LoRA", "stack-and-LoRA", "BitFit", "fine-tune only"))
+    assert (lora.lora_rank, lora.lora_alpha, lora.learning_rate, lora.frozen_epochs) == (
+        4, 16.0, 1e-3, 0.0)
+    assert dict(tool.plan(dataclasses_replace(base, lora_rank=0, lora_alpha=None), task, [1],
+                          ["LoRA"]))["LoRA"][1].lora_rank == tool.DEFAULT_LORA_RANK == 8
+    assert (stack_lora.frozen_epochs, stack_lora.num_train_epochs) == (1.0, 2.0)
+    assert (bitfit.trainable_encoder, bitfit.lora_rank, bitfit.learning_rate) == (
+        "bitfit", 0, 1e-3)
+    assert (plain.lora_rank, plain.lora_alpha, plain.learning_rate) == (0, None, 2e-5)
+    assert stack_lora.output_dir == str(tmp_path / "cmp" / "stack-and-LoRA" / "seed-1")
+    # history.csv: (phase, step, cumulative seconds, eval seconds, trained parameters)
+    history = {"fine-tune only": [("finetune", 10, 12.0, 2.0, 1000), ("finetune", 20, 23.0, 1.0, 1000)],
+               "frozen only": [("frozen", 10, 6.0, 1.0, 50)],
+               "stack-and-finetune": [("frozen", 10, 6.0, 1.0, 50), ("finetune", 20, 17.0, 1.0, 1000)],
+               "LoRA": [("finetune", 10, 9.0, 1.0, 120), ("finetune", 20, 17.0, 2.0, 120)],
+               "stack-and-LoRA": [("frozen", 10, 6.0, 1.0, 50), ("finetune", 20, 13.0, 1.0, 120)],
+               "BitFit": [("finetune", 10, 9.0, 1.0, 90), ("finetune", 20, 16.0, 1.0, 90)]}
+    for name, runs in rows.items():
+        for seed, config in runs.items():
+            fake_run(config, {"f1": 0.8 + 0.01 * seed})
+            run_folder.write_run_history(config.output_dir, [
+                {"phase": p, "epoch": i + 1, "step": st, "seconds": sec + seed - 1,
+                 "eval_seconds": ev, "trained_parameters": n}
+                for i, (p, st, sec, ev, n) in enumerate(history[name])])
+    table = tool.table(list(rows.items()), task)
+    assert [r["trained_parameters"] for r in table["rows"]] == [1000, 50, 1000, 120, 120, 90]
+    # fine-tune only, seed 1: (12 − 0 − 2) + (23 − 12 − 1) = 20 s over 20 steps = 1.0; seed 2's
+    # first epoch is 1 s longer: 21 / 20 = 1.05; mean 1.025. frozen only: 5/10, 6/10. The
+    # stack rows count their fine-tune epoch only: (17 − 6 − 1) / 10, (13 − 6 − 1) / 10.
+    # LoRA: (8 + 6) / 20, (9 + 6) / 20; BitFit: (8 + 6) / 20, (9 + 6) / 20.
+    assert [r["step_seconds"] for r in table["rows"]] == pytest.approx(
+        [1.025, 0.55, 1.0, 0.725, 0.6, 0.725])
+    text = restarts.markdown(table, row_header="strategy", extra=tool.cost_columns(
+        tool.costs(list(rows.items()))))
+    assert "| strategy | trained params | s/step | n |" in text
+    assert "| fine-tune only | 1,000 | 1.025 | 2 |" in text
+    assert "| stack-and-LoRA | 120 | 0.600 | 2 |" in text
+
+
 def dataclasses_replace(config, **changes):
     import dataclasses
 

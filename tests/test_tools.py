@@ -40,6 +40,25 @@ def test_compare_strategies_writes_table_and_plot(tmp_path):
 
 
 @pytest.mark.large
+def test_compare_strategies_runs_the_parameter_efficient_rows(tmp_path):
+    out = tmp_path / "cmp"
+    stdout = _tool("compare_strategies.py", "--task=rte", "--frozen_epochs=1",
+                   "--num_train_epochs=1", "--seeds=1", f"--output_dir={out}",
+                   "--strategies=lora,stack_and_lora,bitfit")
+    table = (out / "comparison.md").read_text()
+    assert table in stdout and "LoRA rank 8, alpha 8, targets query_value" in table
+    # 4 layers of d = 32, rank 8: query and value each A (32, 8) + B (8, 32) = 512; BitFit:
+    # per layer 3·32 + 32 + 128 + 32 + 2·64 = 416, embeddings' LayerNorm 64, pooler bias 32;
+    # the head (cls_linear, 32 → 2) 66 in every row.
+    assert "| LoRA | 4,162 |" in table and "| stack-and-LoRA | 4,162 |" in table
+    assert "| BitFit | 1,826 |" in table
+    rows = json.loads((out / "comparison.json").read_text())["tables"]["rte"]["rows"]
+    assert [(r["label"], r["trained_parameters"]) for r in rows] == [
+        ("LoRA", 4162), ("stack-and-LoRA", 4162), ("BitFit", 1826)]
+    assert all(r["step_seconds"] > 0 for r in rows)
+
+
+@pytest.mark.large
 def test_ner_table_has_fine_tuning_and_the_six_layer_choices(tmp_path):
     out = tmp_path / "ner"
     _tool("ner_table.py", "--num_train_epochs=1", "--feature_bilstm_lstm_units=8",

@@ -1,5 +1,5 @@
 """Fine-tune only vs frozen only vs stack-and-finetune (Wang et al. 2019) on one task/head,
-over seeds.
+over seeds; with --strategies=all also LoRA, stack-and-LoRA and BitFit.
 
     python tools/compare_strategies.py --task=mrpc --head=bimpm \
         --data_dir=../shared/data/glue/MRPC --max_train_examples=1000 \
@@ -13,12 +13,21 @@ unfinished one resumes (--seeds may grow). Writes `comparison.md` and `compariso
 (per strategy: n, mean ± sample std, min–max and a 95% interval of the dev main metric, and
 the paired difference to --baseline, default fine-tune only; kerasbert/restarts.py) and
 `curves.png` (train and dev curves across the phase boundary, first seed).
+
+--strategies picks the rows: paper (default: the three above), all, or names from
+fine_tune, frozen, stack_and_finetune, lora, stack_and_lora, bitfit. The parameter-efficient
+rows fine-tune with --peft_learning_rate (LoRA and BitFit want a larger rate than full
+fine-tuning) and --lora_rank (default 8), --lora_alpha, --lora_targets. Every row also
+shows how many parameters its runs train (the fine-tune phase's count, else the frozen
+phase's) and the training wall time per optimizer step of that phase (mean over seeds,
+tracing included; history.csv), so the dev metric can be read against the cost.
 """
 
 import dataclasses
 import os
 import sys
 
+from absl import flags
 
 from kerasbert import main as kb_main
 from kerasbert import plugins, restarts, run_folder
@@ -27,36 +36,122 @@ from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 
 FLAGS = kb_main.FLAGS
-STRATEGIES = {  # name -> (uses the frozen phase, uses the fine-tuning phase)
-    "fine-tune only": (False, True),
-    "frozen only": (True, False),
-    "stack-and-finetune": (True, True),
+SLUGS = {"fine_tune": "fine-tune only", "frozen": "frozen only",  # --strategies names
+         "stack_and_finetune": "stack-and-finetune", "lora": "LoRA",
+         "stack_and_lora": "stack-and-LoRA", "bitfit": "BitFit"}
+if "strategies" not in FLAGS:  # loaded twice in one process (tests): defined once
+    flags.DEFINE_list("strategies", ["paper"], "The rows: paper (fine-tune only, frozen "
+                      "only, stack-and-finetune), all (those, LoRA, stack-and-LoRA and "
+                      "BitFit), or names from " + ", ".join(SLUGS) + ".")
+    flags.DEFINE_float("peft_learning_rate", 5e-4, "The fine-tune phase's peak learning rate "
+                       "in the LoRA, stack-and-LoRA and BitFit rows.")
+# name -> (uses the frozen phase, uses the fine-tuning phase, what fine-tuning trains)
+STRATEGIES = {
+    "fine-tune only": (False, True, "all"),
+    "frozen only": (True, False, "all"),
+    "stack-and-finetune": (True, True, "all"),
+    "LoRA": (False, True, "lora"),
+    "stack-and-LoRA": (True, True, "lora"),
+    "BitFit": (False, True, "bitfit"),
 }
+PAPER = ("fine-tune only", "frozen only", "stack-and-finetune")
+DEFAULT_LORA_RANK = 8
 
 
-def plan(base, task, seeds):
+def chosen_strategies(values):
+    """--strategies → strategy names in table order; one clear line for an unknown one."""
+    values = [v.strip() for v in values or ["paper"] if v.strip()]
+    wanted = set()
+    for value in values:
+        if value == "paper":
+            wanted.update(PAPER)
+        elif value == "all":
+            wanted.update(STRATEGIES)
+        elif value in SLUGS:
+            wanted.add(SLUGS[value])
+        else:
+            raise InputError(f"--strategies={','.join(values)}: unknown strategy {value!r}; "
+                             f"choose paper, all or from {', '.join(SLUGS)}")
+    return [name for name in STRATEGIES if name in wanted]
+
+
+def plan(base, task, seeds, strategies=PAPER, peft_learning_rate=5e-4):
     """[(strategy, {seed: run config})], every config resolved (the task's recipe)."""
     frozen_epochs = base.frozen_epochs or 2.0
     finetune_epochs = base.num_train_epochs if base.num_train_epochs is not None else 2.0
     rows = []
-    for name, (frozen, finetune) in STRATEGIES.items():
+    for name in strategies:
+        frozen, finetune, trains = STRATEGIES[name]
         folder = os.path.join(base.output_dir, name.replace(" ", "_"))
+        peft = {}  # plain fine-tuning: LoRA and BitFit off, whatever the base config says
+        if trains == "lora":
+            peft = dict(lora_rank=base.lora_rank or DEFAULT_LORA_RANK,
+                        learning_rate=peft_learning_rate)
+        elif trains == "bitfit":
+            peft = dict(trainable_encoder="bitfit", learning_rate=peft_learning_rate)
+        plain = dict(lora_rank=0, lora_alpha=None, lora_targets="query_value",
+                     trainable_encoder="all")
+        settings = {**plain, **({k: getattr(base, k) for k in ("lora_alpha", "lora_targets")}
+                                if trains == "lora" else {}), **peft}
         rows.append((name, {seed: dataclasses.replace(
             base, output_dir=restarts.seed_folder(folder, seed), overwrite_output_dir=False,
             seed=seed, frozen_epochs=frozen_epochs if frozen else 0.0,
-            num_train_epochs=finetune_epochs if finetune else 0.0).resolved(task)
+            num_train_epochs=finetune_epochs if finetune else 0.0, **settings).resolved(task)
             for seed in seeds}))
     return rows
 
 
+def cost_of_run(run_dir):
+    """(trained parameters, training seconds per optimizer step) of a finished run's last
+    phase, from history.csv; (None, None) where it does not say (older runs)."""
+    history = run_folder.read_run_history(run_dir)
+    if not history or "trained_parameters" not in history[-1]:
+        return None, None
+    last = history[-1]["phase"]
+    seconds = steps = 0.0
+    previous_seconds, previous_step = 0.0, 0
+    for row in history:
+        took = float(row["seconds"]) - previous_seconds - float(row.get("eval_seconds") or 0)
+        if row["phase"] == last and took >= 0:  # a resumed run's clock starts again: skip
+            seconds += took
+            steps += int(row["step"]) - previous_step
+        previous_seconds, previous_step = float(row["seconds"]), int(row["step"])
+    return int(history[-1]["trained_parameters"]), (seconds / steps if steps else None)
+
+
+def costs(rows):
+    """{strategy: {"trained_parameters", "step_seconds"}} over each row's finished runs."""
+    found = {}
+    for name, runs in rows:
+        measured = [cost_of_run(c.output_dir) for c in runs.values()
+                    if run_folder.read_metrics(c.output_dir)]
+        counts = {n for n, _ in measured if n is not None}
+        times = [t for _, t in measured if t is not None]
+        found[name] = {"trained_parameters": counts.pop() if len(counts) == 1 else None,
+                       "step_seconds": sum(times) / len(times) if times else None}
+    return found
+
+
+def cost_columns(found):
+    """The (header, {label: cell}) columns restarts.markdown adds after the label."""
+    return [("trained params", {k: f"{v['trained_parameters']:,}" if v["trained_parameters"]
+                                is not None else "–" for k, v in found.items()}),
+            ("s/step", {k: f"{v['step_seconds']:.3f}" if v["step_seconds"] is not None
+                        else "–" for k, v in found.items()})]
+
+
 def table(rows, task, baseline=None):
-    """The comparison (restarts.summarize) of finished runs, with the best-epoch and
-    train − dev gap columns of each row's runs."""
+    """The comparison (restarts.summarize) of finished runs, each row with its trained
+    parameters and seconds per step (`costs`)."""
     m = task.main_metric
     collected = restarts.collect(
         [{"label": name, "runs": {s: c.output_dir for s, c in runs.items()}}
          for name, runs in rows], m, task.kind, task.dev_splits[0])
-    return restarts.summarize(collected, m, baseline)
+    summary = restarts.summarize(collected, m, baseline)
+    found = costs(rows)
+    for row in summary["rows"]:
+        row.update(found[row["label"]])
+    return summary
 
 
 def main(argv):
@@ -67,19 +162,32 @@ def main(argv):
     head = FLAGS.head or task.default_head
     base = RunConfig.from_flags(FLAGS, kb_main.head_options(FLAGS, head))
     seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
-    rows = plan(base, task, seeds)
+    rows = plan(base, task, seeds, chosen_strategies(FLAGS.strategies),
+                FLAGS.peft_learning_rate)
     restarts.baseline_label([name for name, _ in rows], FLAGS.baseline)  # checked first
     restarts.run_all([c for _, runs in rows for c in runs.values()],
                      lambda c: run_lib.execute(c, registry), tool="compare_strategies")
     summary = table(rows, task, FLAGS.baseline)
-    stack = rows[2][1][seeds[0]]  # both phases: the budget of each
-    header = (f"### {task.name}, head {head}: three strategies over seeds "
+    both = [runs for name, runs in rows if STRATEGIES[name][:2] == (True, True)]
+    stack = (both[0] if both else rows[0][1])[seeds[0]]  # both phases: the budget of each
+    by_name = dict(rows)
+    peft = [n for n, _ in rows if STRATEGIES[n][2] != "all"]
+    peft_note = ""
+    if peft:
+        first = by_name[peft[0]][seeds[0]]
+        lora = next((by_name[n][seeds[0]] for n in peft if STRATEGIES[n][2] == "lora"), None)
+        peft_note = (f" {', '.join(peft)}: fine-tune lr {first.learning_rate:g}"
+                     + (f", LoRA rank {lora.lora_rank}, alpha "
+                        f"{lora.lora_alpha if lora.lora_alpha is not None else lora.lora_rank:g}"
+                        f", targets {lora.lora_targets}" if lora else "") + ".")
+    header = (f"### {task.name}, head {head}: {len(rows)} strategies over seeds "
               f"{', '.join(map(str, seeds))}\n\n"
               f"Data {stack.data_dir or 'bundled sample'}"
               f" (max_train_examples {stack.max_train_examples}); frozen epochs "
               f"{stack.frozen_epochs:g} (lr {stack.frozen_learning_rate:g}), fine-tune epochs "
-              f"{stack.num_train_epochs:g} (lr {stack.learning_rate:g}).\n\n")
-    text = header + restarts.markdown(summary, row_header="strategy")
+              f"{stack.num_train_epochs:g} (lr {stack.learning_rate:g}).{peft_note}\n\n")
+    text = header + restarts.markdown(summary, row_header="strategy",
+                                      extra=cost_columns(costs(rows)))
     restarts.write_outputs(base.output_dir, "comparison", {task.name: summary}, text,
                            restarts.command_line(), restarts.experiment(stack, seeds))
     from kerasbert.analysis.plots import plot_curves
@@ -87,7 +195,7 @@ def main(argv):
     curves = {name: run_folder.read_run_history(runs[seeds[0]].output_dir)
               for name, runs in rows}
     plot_curves(curves, os.path.join(base.output_dir, "curves.png"),
-                metric="accuracy" if "dev_accuracy" in curves["fine-tune only"][0]
+                metric="accuracy" if "dev_accuracy" in next(iter(curves.values()))[0]
                 else task.main_metric, title=f"{task.name}, head {head}, seed {seeds[0]}")
     sys.stdout.write(text)
     return 0

@@ -25,6 +25,7 @@ class TaskModel(keras.Model):
         self.backbone = backbone
         self.head = head
         self.head_trains_backbone = getattr(head, "trains_backbone", True)
+        self.encoder_trains = None  # paths of the only encoder variables that train (train_only)
         self.set_backbone_trainable(True)
         self.all_layers_model = (all_layer_outputs_model(backbone)
                                  if getattr(head, "needs_all_layers", False) else None)
@@ -33,7 +34,17 @@ class TaskModel(keras.Model):
         """Freezes or unfreezes the encoder (a head may keep it frozen for good). A frozen
         encoder also runs without dropout: its outputs are fixed features."""
         self.frozen_backbone = not (trainable and self.head_trains_backbone)
-        self.backbone.trainable = not self.frozen_backbone
+        self.backbone.trainable = not self.frozen_backbone  # (re)sets every variable's flag
+        if self.encoder_trains is not None and not self.frozen_backbone:
+            for variable in self.backbone.weights:
+                variable.trainable = variable.path in self.encoder_trains
+
+    def train_only(self, encoder_variables):
+        """From now on an unfrozen encoder trains only `encoder_variables` (LoRA factors,
+        BitFit's biases; kerasbert/model/adapters.py); the head still trains in full.
+        Kept as paths: setting `trainable` on the encoder resets every variable's flag."""
+        self.encoder_trains = frozenset(v.path for v in encoder_variables)
+        self.set_backbone_trainable(not self.frozen_backbone)
 
     def call(self, inputs, training=False):
         cached = inputs.get("layer_features")  # a frozen encoder's precomputed layers

@@ -61,10 +61,13 @@ class PhaseRunner:
         self.rows = pipeline.num_rows(train)
         self.steps = [count_steps(self.rows, config.train_batch_size, p.num_epochs)
                       for p in self.phases]
+        self.trained_parameters = {}  # phase -> parameters its optimizer updates
         with strategy.scope():
             self.optimizers = {}
             for phase, (_, total) in zip(self.phases, self.steps):
                 model.set_backbone_trainable(phase.train_backbone)
+                self.trained_parameters[phase.name] = sum(
+                    math.prod(v.shape) for v in model.trainable_variables)
                 optimizer = optimization.create_optimizer(
                     model.trainable_variables, phase.learning_rate, total,
                     warmup_steps=int(total * config.warmup_proportion),
@@ -207,7 +210,8 @@ class PhaseRunner:
                    "train_loss": round(train_loss, 6),
                    "learning_rate": trainer.learning_rate(),
                    "seconds": round(self.timer.seconds(), 1),
-                   "eval_seconds": round(eval_seconds, 1)}
+                   "eval_seconds": round(eval_seconds, 1),
+                   "trained_parameters": self.trained_parameters[phase.name]}
             if train_accuracy is not None:
                 row["train_accuracy"] = round(train_accuracy, 6)
                 if "accuracy" in metrics:  # Wang et al.'s overfitting signal
