@@ -121,6 +121,12 @@ class RunConfig:
         None, help="Number of fine-tuning epochs (may be fractional; after --frozen_epochs, "
         "the stack-and-finetune phase 2; 0 = frozen only). Default: the task's paper recipe "
         "(3 for GLUE).")
+    tagging_loss: str = setting(
+        "sentence_mean", choices=("sentence_mean", "token_mean"),
+        help="Tagging tasks (NER): how a batch's word losses are averaged. sentence_mean: each "
+        "sentence's labelled words, then the sentences (a short sentence weighs as much as a "
+        "long one); token_mean: every labelled word of the batch at once, as HuggingFace's "
+        "BertForTokenClassification and google-research/bert do (long sentences weigh more).")
     frozen_epochs: float = setting(
         0.0, help="Stack-and-finetune phase 1: epochs that train only the head on a frozen "
         "encoder (0 = fine-tune only).")

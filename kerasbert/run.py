@@ -69,6 +69,9 @@ def resolve(config, registry):
     configure_task(task, config)
     head_spec = registry.head(config.head)
     builder.check_head_fits(task, head_spec)
+    if config.tagging_loss != "sentence_mean" and not registry.kind_of(task).labels_per_token:
+        raise InputError(f"--tagging_loss={config.tagging_loss}: the {task.name} task is not "
+                         "a tagging task (CoNLL-2003 NER is)")
     if config.export_dir:  # found now, not after training
         kind_export(task, registry)
         check_export_dir(config.export_dir)
@@ -196,6 +199,9 @@ def build_model(config, task, head_spec, strategy, backbone, features):
         model = builder.build_task_model(task, head_spec, backbone, config.head_options,
                                          config.seed, sample_inputs=sample[0])
         adapters.apply_strategy(model, config)  # --lora_rank, --trainable_encoder
+    if config.tagging_loss != "sentence_mean" and hasattr(model.head, "per_example_loss"):
+        raise InputError(f"--tagging_loss={config.tagging_loss}: the head {config.head} "
+                         "brings its own loss (a CRF's sentence likelihood)")
     if config.feature_cache_dir:
         attach_cached_features(model, features, config.feature_cache_dir)
     return model

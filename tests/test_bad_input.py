@@ -189,3 +189,18 @@ def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch)
                                    model_size="2/32/2", max_seq_length=32,
                                    max_train_examples=8, max_eval_examples=8))
     assert not out.exists()  # the folder it made for the run is gone again
+
+
+def test_tagging_loss_is_refused_where_it_cannot_apply(tmp_path):
+    registry = plugins.registry()
+    with pytest.raises(InputError, match=r"^--tagging_loss=token_mean: the sst2 task is not a "
+                                         r"tagging task"):
+        run_lib.resolve(RunConfig(task="sst2", output_dir=str(tmp_path / "run"),
+                                  tagging_loss="token_mean"), registry)
+    config = RunConfig(task="conll2003", output_dir=str(tmp_path / "run"),
+                       init_checkpoint="random", model_size="2/32/2", max_seq_length=32,
+                       head="tagger_crf", tagging_loss="token_mean")
+    with pytest.raises(InputError, match=r"^--tagging_loss=token_mean: the head tagger_crf "
+                                         r"brings its own loss"):
+        run_lib.execute(config, registry)
+    assert not (tmp_path / "run").exists()

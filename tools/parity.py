@@ -63,7 +63,9 @@ COSTS = (("train_seconds", "training s"), ("eval_seconds", "evaluation s"),
 RECIPE = ("task", "data_dir", "init_checkpoint", "max_train_examples", "max_eval_examples",
           "max_seq_length", "learning_rate", "train_batch_size", "num_train_epochs",
           "warmup_proportion", "weight_decay", "eval_batch_size", "doc_stride",
-          "max_query_length")
+          "max_query_length", "tagging_loss")
+# Recipe keys added after comparisons were recorded: a folder without one used this value.
+RECIPE_DEFAULTS = {"tagging_loss": "sentence_mean"}
 
 
 class ParityError(Exception):
@@ -343,6 +345,10 @@ def parse_args(argv=None):
     p.add_argument("--eval_batch_size", type=int, default=64)
     p.add_argument("--doc_stride", type=int, default=None, help="SQuAD (default 128)")
     p.add_argument("--max_query_length", type=int, default=None, help="SQuAD (default 64)")
+    p.add_argument("--tagging_loss", default="sentence_mean",
+                   choices=("sentence_mean", "token_mean"),
+                   help="conll2003: kerasbert's --tagging_loss (the reference always averages "
+                   "over the batch's labelled words, token_mean)")
     p.add_argument("--torch_python", default=None, help="an interpreter with torch and "
                    "transformers for the HuggingFace side; without it that side is skipped")
     p.add_argument("--keep_run_files", action="store_true",
@@ -362,6 +368,9 @@ def check_args(args):
     elif args.doc_stride or args.max_query_length:
         raise ParityError(f"--task={args.task}: --doc_stride and --max_query_length are "
                           "SQuAD's")
+    if args.tagging_loss != "sentence_mean" and args.task != "conll2003":
+        raise ParityError(f"--tagging_loss={args.tagging_loss}: only for conll2003 (a tagging "
+                          "task)")
     try:
         args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
@@ -419,7 +428,7 @@ def check_output_dir(args):
     file = os.path.join(args.output_dir, "parity_config.json")
     if os.path.isfile(file):
         saved = read_json_object(file)
-        changed = [k for k in RECIPE if saved.get(k) != recipe[k]]
+        changed = [k for k in RECIPE if saved.get(k, RECIPE_DEFAULTS.get(k)) != recipe[k]]
         if changed:
             k = changed[0]
             raise ParityError(f"--output_dir={args.output_dir}: holds a comparison made with "

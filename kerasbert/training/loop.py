@@ -39,10 +39,12 @@ class Trainer:
     """
 
     def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0, jit_compile=False,
-                 accumulation_steps=1, loss_scale=None):
+                 accumulation_steps=1, loss_scale=None, token_mean_loss=False):
         self.model = model
         self.kind = resolve_kind(kind)
         self.per_example_loss = training_loss(self.kind, model)  # the head's, or the kind's
+        if token_mean_loss:  # --tagging_loss=token_mean
+            self.per_example_loss = token_weighted(self.per_example_loss)
         self.strategy = strategy
         self.optimizer = optimizer
         self.clip_norm = clip_norm
@@ -246,10 +248,25 @@ def pad_to_multiple(inputs, labels, multiple, labels_per_token=False, max_length
     return inputs, (pad(labels, -1) if labels_per_token else labels)
 
 
+def token_weighted(sentence_mean_loss):
+    """A tagging kind's per-sentence losses (each the mean over the sentence's labelled
+    words) reweighted so that their batch mean is the mean over all the batch's labelled
+    words (--tagging_loss=token_mean): sentence i gets weight n_i · B / Σ n. Per replica and
+    per micro-batch, as HuggingFace's token mean is per device and per accumulation step."""
+    def per_example_loss(labels, outputs, inputs):
+        words = tf.reduce_sum(tf.cast(labels >= 0, tf.float32), axis=-1)
+        rows = tf.cast(tf.shape(words)[0], tf.float32)
+        weights = words * rows / tf.maximum(tf.reduce_sum(words), 1.0)
+        return sentence_mean_loss(labels, outputs, inputs) * weights
+    return per_example_loss
+
+
 def trainer_options(config):
-    """The Trainer's keyword arguments from a RunConfig (--jit_compile, accumulation)."""
+    """The Trainer's keyword arguments from a RunConfig (--jit_compile, accumulation,
+    --tagging_loss)."""
     return {"jit_compile": config.jit_compile,
-            "accumulation_steps": config.gradient_accumulation_steps}
+            "accumulation_steps": config.gradient_accumulation_steps,
+            "token_mean_loss": config.tagging_loss == "token_mean"}
 
 
 def count_steps(num_rows, batch_size, num_epochs):

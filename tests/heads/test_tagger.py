@@ -75,3 +75,33 @@ def test_trains_with_the_tagging_loss_on_a_tiny_bert():
     for _ in range(30):
         last = float(step())
     assert first > 1.0 and last < 0.5 * first
+
+
+def _cross_entropy(logits, label):
+    return float(np.log(np.exp(logits).sum()) - logits[label])
+
+
+def test_tagging_loss_sentence_mean_and_token_mean_by_hand():
+    # Sentence 0 has two labelled words, sentence 1 one (-1: not scored): by hand,
+    # sentence_mean = ((a + b) / 2 + c) / 2 and token_mean = (a + b + c) / 3.
+    from kerasbert.training.loop import token_weighted
+
+    logits = np.array([[[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [5.0, 5.0, 5.0]],
+                       [[0.0, 0.0, 3.0], [1.0, 1.0, 1.0], [0.0, 9.0, 0.0]]], "float32")
+    labels = np.array([[0, 2, -1], [1, -1, -1]], "int32")
+    a, b, c = (_cross_entropy(logits[0, 0], 0), _cross_entropy(logits[0, 1], 2),
+               _cross_entropy(logits[1, 0], 1))
+    kind = resolve_kind(base.TAGGING)
+
+    def sentence_loss(labels, outputs, inputs):
+        return kind.per_example_loss(labels, outputs)
+
+    batch_mean = {name: float(tf.nn.compute_average_loss(loss(labels, logits, None),
+                                                          global_batch_size=2))
+                  for name, loss in (("sentence", sentence_loss),
+                                     ("token", token_weighted(sentence_loss)))}
+    np.testing.assert_allclose(batch_mean["sentence"], ((a + b) / 2 + c) / 2, rtol=1e-6)
+    np.testing.assert_allclose(batch_mean["token"], (a + b + c) / 3, rtol=1e-6)
+    # A batch with no labelled word at all is a zero loss, not a division by zero.
+    none = np.full_like(labels, -1)
+    assert float(tf.reduce_sum(token_weighted(sentence_loss)(none, logits, None))) == 0.0
