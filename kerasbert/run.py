@@ -305,8 +305,9 @@ def _execute(config, registry, task, head_spec):
     run_folder.prepare(config)
     run_folder.write_config(config.output_dir, config)
     log(_describe(config, task, encoder, tokenizer, features))
-    if adapters.describe(config):
-        log(f"kerasbert: fine-tuning trains the head and {adapters.describe(config)}")
+    adapted = adapters.describe(config)  # None: plain fine-tuning
+    if adapted:
+        log(f"kerasbert: fine-tuning trains the head and {adapted}")
 
     train = features.get("train") if config.do_train else None
     dev_metrics = dev_metrics_of(config, task, features)
