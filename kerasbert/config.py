@@ -121,6 +121,14 @@ class RunConfig:
         None, help="Number of fine-tuning epochs (may be fractional; after --frozen_epochs, "
         "the stack-and-finetune phase 2; 0 = frozen only). Default: the task's paper recipe "
         "(3 for GLUE).")
+    group_by_length: bool = setting(
+        False, help="Form training batches of similar lengths (HuggingFace Trainer's "
+        "group_by_length): the shuffled rows are sorted by length in windows of "
+        "--length_group_batches batches, cut into batches, and the batches of each window "
+        "shuffled, so per-batch padding wastes less. Evaluation keeps the file's order.")
+    length_group_batches: int = setting(
+        50, help="With --group_by_length: batches per sorting window (HuggingFace's "
+        "megabatch multiplier, 50). Larger windows pad less and randomise less.")
     tagging_loss: str = setting(
         "sentence_mean", choices=("sentence_mean", "token_mean"),
         help="Tagging tasks (NER): how a batch's word losses are averaged. sentence_mean: each "
@@ -293,6 +301,7 @@ class RunConfig:
              "the landscape rebuilds a plain encoder, not one with LoRA factors: no trajectory "
              "for --lora_rank runs")
         need(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be a positive integer")
+        need(self.length_group_batches > 0, "length_group_batches", "must be a positive integer")
         if self.data_dir is not None and not os.path.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")
         if self.vocab_file is not None and not os.path.isfile(self.vocab_file):

@@ -1,4 +1,5 @@
-"""tools/bench_padding.py runs both paddings end to end and finds the same results."""
+"""The benchmark tools: bench_padding runs both paddings end to end and finds the same results;
+bench_group_by_length runs both batchings over seeds; bench_training pools its rounds."""
 
 import os
 import subprocess
@@ -110,3 +111,31 @@ def test_training_benchmark_runs_both_kerasbert_variants_on_a_tiny_checkpoint(tm
     assert [("XLA" in r[1]) for r in rows] == [False, True]
     assert all(float(r[2]) > 0 and float(r[9]) > 0 for r in rows)  # step and first-step times
     assert "no --torch_python" in result.stdout
+
+
+def test_group_by_length_benchmark_runs_both_ways_over_seeds(tmp_path):
+    out = tmp_path / "group"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "bench_group_by_length.py"),
+         "--task=sst2", "--init_checkpoint=random", "--model_size=2/32/2",
+         "--max_seq_length=32", "--max_train_examples=64", "--max_eval_examples=16",
+         "--train_batch_size=8", "--num_train_epochs=1", "--length_group_batches=2",
+         "--seeds=1,2", f"--output_dir={out}"],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (out / "group_by_length.md").read_text() in result.stdout
+    import json
+
+    saved = json.loads((out / "group_by_length.json").read_text())
+    table = saved["tables"]["sst2"]
+    assert table["seeds"] == [1, 2]
+    plain, grouped = (table["variants"][v] for v in ("per-batch padding", "group_by_length"))
+    assert table["time_ratio"]["values"] == pytest.approx(
+        [g / p for g, p in zip(grouped["train_seconds"], plain["train_seconds"])])
+    # Grouping never pads more than plain batching of the same shuffled rows.
+    tokens = table["padded_tokens"]
+    assert 0 < tokens["group_by_length"] <= tokens["per-batch padding"] <= 64 * 32
+    for variant, grouping in (("per-batch_padding", False), ("group_by_length", True)):
+        config = json.loads((out / variant / "seed-2" / "run_config.json").read_text())
+        assert config["group_by_length"] is grouping and config["seed"] == 2

@@ -24,6 +24,7 @@ def _config(tmp_path, **overrides):
     ("max_seq_length", 2, "--max_seq_length=2: must be at least 3"),
     ("dropout", 1.0, "--dropout=1.0: must be within"),
     ("max_train_examples", 0, "--max_train_examples=0: must be a positive integer"),
+    ("length_group_batches", 0, "--length_group_batches=0: must be a positive integer"),
 ])
 def test_bad_flag_values_name_the_flag(tmp_path, flag, value, message):
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace(".", r"\.")):

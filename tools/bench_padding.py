@@ -31,11 +31,13 @@ def padded_to_max_length(make_dataset):
     """`make_dataset`, but every batch padded back to the features' full width."""
     import tensorflow as tf
 
-    def make(inputs, labels, batch_size, shuffle_seed=None, labels_per_token=False):
+    def make(inputs, labels, batch_size, shuffle_seed=None, labels_per_token=False,
+             group_by_length=0):
         if labels_per_token:
             raise SystemExit("bench_padding: sequence-level tasks only (GLUE)")
         width = len(next(iter(inputs.values()))[0])
-        dataset = make_dataset(inputs, labels, batch_size, shuffle_seed=shuffle_seed)
+        dataset = make_dataset(inputs, labels, batch_size, shuffle_seed=shuffle_seed,
+                               group_by_length=group_by_length)
 
         def pad(batch, batch_labels):
             missing = width - tf.shape(batch["token_ids"])[-1]

@@ -14,12 +14,14 @@ ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 SEQUENCE_AXIS = {"layer_features": 2}
 
 
-def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token=False):
+def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token=False,
+                 group_by_length=0):
     """Yields (inputs dict, labels) batches; labels are zeros when absent. The ids are
     int32; other inputs (cached features) keep their dtype.
 
     With `shuffle_seed`, the whole split is shuffled with that seed (one seed per epoch
-    gives a reproducible data order, which a resumed run can replay).
+    gives a reproducible data order, which a resumed run can replay), and with
+    `group_by_length` = K > 0 batched as `group_by_length_windows` describes.
     """
     count = len(next(iter(inputs.values())))
     if labels is None:
@@ -29,7 +31,42 @@ def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token
          for k, v in inputs.items()}, labels))
     if shuffle_seed is not None:
         ds = ds.shuffle(count, seed=shuffle_seed, reshuffle_each_iteration=False)
+        if group_by_length:
+            ds = group_by_length_windows(ds, batch_size, group_by_length, shuffle_seed)
     return batch_rows(ds, batch_size, labels_per_token)
+
+
+def group_by_length_windows(ds, batch_size, window_batches, seed):
+    """Reorders shuffled rows so that each batch holds rows of similar length (HuggingFace
+    Trainer's group_by_length): every window of `window_batches` × `batch_size` rows is
+    sorted by length, cut into batches, and those batches are put in a random order (seeded
+    by `seed` and the window's index, so a resumed epoch replays it). Padding per batch
+    then pays for little more than the batch's own lengths.
+
+    The only short batch stays last: only the last window can be short, and its shortest
+    rows, the remainder, keep their place at its end. So the epoch has as many batches,
+    and each batch position as many rows, as without grouping.
+    """
+    window = batch_size * window_batches
+
+    def regroup(index, rows):
+        inputs, labels = rows
+        lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=-1)
+        # A multiple-choice row (SWAG) is as long as its longest choice.
+        lengths = tf.reduce_max(tf.reshape(lengths, [tf.shape(lengths)[0], -1]), axis=1)
+        by_length = tf.argsort(lengths, direction="DESCENDING", stable=True)
+        full = tf.size(by_length) // batch_size
+        batches = tf.reshape(by_length[:full * batch_size], [full, batch_size])
+        noise = tf.random.stateless_uniform([full], seed=tf.stack([seed, index]))
+        order = tf.concat([tf.reshape(tf.gather(batches, tf.argsort(noise)), [-1]),
+                           by_length[full * batch_size:]], axis=0)
+        return tf.nest.map_structure(lambda t: tf.gather(t, order), rows)
+
+    seed = tf.constant(seed, tf.int64)
+    return (ds.batch(window).enumerate()
+            .map(lambda i, rows: regroup(tf.cast(i, tf.int64), rows),
+                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .unbatch())
 
 
 def batch_rows(ds, batch_size, labels_per_token=False):
@@ -47,13 +84,15 @@ def batch_rows(ds, batch_size, labels_per_token=False):
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def dataset_of(features, batch_size, shuffle_seed=None, labels_per_token=False):
+def dataset_of(features, batch_size, shuffle_seed=None, labels_per_token=False,
+               group_by_length=0):
     """A split's batches, whether its arrays are in memory (Features) or it is streamed
     from its file (data/streaming.StreamedFeatures)."""
     if hasattr(features, "make_dataset"):
-        return features.make_dataset(batch_size, shuffle_seed, labels_per_token)
+        return features.make_dataset(batch_size, shuffle_seed, labels_per_token,
+                                     group_by_length)
     return make_dataset(features.inputs, features.labels, batch_size, shuffle_seed,
-                        labels_per_token)
+                        labels_per_token, group_by_length)
 
 
 def num_rows(features):

@@ -139,9 +139,10 @@ class StreamedFeatures:
                     for k, v in features.inputs.items()}, features.labels)
 
 
-    def make_dataset(self, batch_size, shuffle_seed=None, labels_per_token=False):
+    def make_dataset(self, batch_size, shuffle_seed=None, labels_per_token=False,
+                     group_by_length=0):
         """One pass over the file as batches; shuffled with `shuffle_seed` in a buffer of
-        min(--shuffle_buffer_size, rows) rows."""
+        min(--shuffle_buffer_size, rows) rows (then grouped by length as in memory)."""
         if _stamp(self.path) != self._stamp:  # its lines were checked, and counted, before
             raise InputError(f"{at(self.path)}changed since training started; a streamed "
                              "training file must stay as it is until the run ends")
@@ -150,6 +151,9 @@ class StreamedFeatures:
         if shuffle_seed is not None:
             ds = ds.shuffle(min(self.shuffle_buffer_size, self.num_rows), seed=shuffle_seed,
                             reshuffle_each_iteration=False)
+            if group_by_length:
+                ds = pipeline.group_by_length_windows(ds, batch_size, group_by_length,
+                                                      shuffle_seed)
         return pipeline.batch_rows(ds, batch_size, labels_per_token)
 
 

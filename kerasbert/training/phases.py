@@ -177,7 +177,8 @@ class PhaseRunner:
             dataset = pipeline.dataset_of(
                 self.train, config.train_batch_size,
                 shuffle_seed=config.seed + 1000 * index + epoch,
-                labels_per_token=self.kind.labels_per_token)
+                labels_per_token=self.kind.labels_per_token,
+                group_by_length=config.length_group_batches if config.group_by_length else 0)
             # The epoch runs in pieces that end on multiples of --save_checkpoints_steps;
             # after each, a checkpoint records how far it got. A resumed epoch skips the
             # batches already trained on (same seed, same order) and sums on from there.

@@ -65,8 +65,10 @@ def test_a_buffer_as_large_as_the_split_gives_the_in_memory_batches(task, tokeni
             streamed = streaming.StreamedFeatures(task, path, tokenizer, 40, buffer)
             assert pipeline.num_rows(streamed) == len(streamed.examples) == rows
             for seed in (7, 1042):
-                _same_batches(_batches(pipeline.dataset_of(streamed, 16, shuffle_seed=seed)),
-                              _batches(pipeline.dataset_of(memory, 16, shuffle_seed=seed)))
+                for group in (0, 2):  # --group_by_length windows of 2 batches, too
+                    _same_batches(
+                        _batches(pipeline.dataset_of(streamed, 16, seed, group_by_length=group)),
+                        _batches(pipeline.dataset_of(memory, 16, seed, group_by_length=group)))
         _same_batches(_batches(pipeline.dataset_of(streamed, 16)),  # unshuffled: file order
                       _batches(pipeline.dataset_of(memory, 16)))
     finally:

@@ -99,6 +99,23 @@ def test_mid_epoch_kill_and_torn_checkpoint_resume_to_the_same_end(
     assert _loss_steps(out) == list(range(1, 9)) == _loss_steps(straight)
 
 
+def test_a_grouped_by_length_run_resumes_to_the_same_end(tmp_path, monkeypatch, reference):
+    """--group_by_length reorders each epoch's rows by a seeded rule, so a kill mid-epoch
+    resumes on the same batches (and the flag does change training)."""
+    grouped = {"group_by_length": True, "length_group_batches": 2}
+    run_lib.execute(_config(tmp_path / "straight", **grouped))
+    _crash_at(monkeypatch, "train_step", 6)  # epoch 2, step 2 trained, not checkpointed
+    with pytest.raises(KeyboardInterrupt):
+        run_lib.execute(_config(tmp_path / "run", **grouped))
+    monkeypatch.undo()
+    run_lib.execute(_config(tmp_path / "run", **grouped))
+
+    def losses(out):
+        return [float(r["train_loss"]) for r in _rows(out)]
+    assert losses(tmp_path / "run") == pytest.approx(losses(tmp_path / "straight"), abs=1e-5)
+    assert losses(tmp_path / "straight") != pytest.approx(losses(reference[1]), abs=1e-4)
+
+
 def _dense_state(tmp_path, units=1):
     """The run state of a one-layer model (2 → units) with a built Adam, in tmp_path."""
     model = keras.Sequential([keras.Input([2]), keras.layers.Dense(units)])
