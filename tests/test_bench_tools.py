@@ -139,3 +139,38 @@ def test_group_by_length_benchmark_runs_both_ways_over_seeds(tmp_path):
     for variant, grouping in (("per-batch_padding", False), ("group_by_length", True)):
         config = json.loads((out / variant / "seed-2" / "run_config.json").read_text())
         assert config["group_by_length"] is grouping and config["seed"] == 2
+
+
+@pytest.mark.large
+def test_device_check_smoke_runs_every_check_on_the_cpu(tmp_path):
+    import json
+
+    out = tmp_path / "device"
+    result = subprocess.run(
+        [os.path.join(ROOT, "tools", "device_check.sh"), "--smoke", f"--output_dir={out}"],
+        capture_output=True, text=True, timeout=1200, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT, "PYTHON": sys.executable})
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    report = json.loads((out / "device_check.json").read_text())
+    assert (out / "device_check.md").read_text() in result.stdout
+    checks = {r["check"] for r in report["checks"]}
+    assert checks == {"training step, mixed_bfloat16 + XLA",
+                      "mixed_float16 with dynamic loss scaling", "distribution_strategy=mirrored",
+                      "two --deterministic runs, one seed",
+                      "export on this machine, served on the CPU"}
+    assert all(r["ok"] for r in report["checks"]), report["checks"]
+    steps = [r for r in report["checks"] if r["check"].startswith("training step")]
+    assert [r["setting"] for r in steps] == ["tiny 2/32/2, batch 4 × 16", "tiny 2/32/2, batch 4 × 32"]
+    assert all(r["tokens_per_second"] > 0 and r["matmul_dtype"] == "bfloat16" for r in steps)
+
+
+def test_device_check_without_a_gpu_says_so_and_exits_2(tmp_path):
+    result = subprocess.run(
+        [os.path.join(ROOT, "tools", "device_check.sh"), f"--output_dir={tmp_path / 'd'}"],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT, "PYTHON": sys.executable,
+             "CUDA_VISIBLE_DEVICES": "-1"})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "device_check: no GPU visible to TensorFlow")
+    assert not (tmp_path / "d").exists()  # nothing written before the check

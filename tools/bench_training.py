@@ -55,10 +55,13 @@ def make_batch(path, vocab_size, hidden, batch_size, seq_length, seed=0):
              head_bias=np.zeros([2], np.float32))
 
 
-def tf_matmul_flops(size=2048, repeats=10):
+def tf_matmul_flops(size=2048, repeats=10, dtype="float32"):
+    """A dense size² matmul's FLOP/s in `dtype` (the step's compute dtype: bfloat16 under
+    mixed_bfloat16), on the default device."""
     import tensorflow as tf
 
-    a, b = tf.random.normal([size, size]), tf.random.normal([size, size])
+    a = tf.cast(tf.random.normal([size, size]), dtype)
+    b = tf.cast(tf.random.normal([size, size]), dtype)
     tf.matmul(a, b).numpy()
     times = []
     for _ in range(repeats):
@@ -85,7 +88,10 @@ def kerasbert_worker(args):
     registry = plugins.registry()
     task, head = registry.task("sst2"), registry.head("cls_linear")
     with strategy.scope():
-        encoder = encoders.load_encoder(args.checkpoint)
+        if args.model_size:  # random weights of a given shape (no checkpoint needed)
+            encoder = encoders.random_encoder(args.model_size, seed=0)
+        else:
+            encoder = encoders.load_encoder(args.checkpoint)
         model = builder.build_task_model(task, head, encoder.backbone, seed=0)
         model.head.output_dense.kernel.assign(data["head_kernel"])
         model.head.output_dense.bias.assign(data["head_bias"])
@@ -114,9 +120,34 @@ def kerasbert_worker(args):
         "import_seconds": imported, "loaded_seconds": loaded, "first_step_seconds": first_step,
         "step_times": list(np.diff(stamps))[args.warmup:], "losses": losses,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "matmul_flops": tf_matmul_flops(),
+        "matmul_flops": tf_matmul_flops(args.matmul_size, dtype=keras_compute_dtype()),
+        "matmul_dtype": keras_compute_dtype(),
+        "device": gpu_name() or "CPU",
         "threads": tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
         "params": int(sum(np.prod(v.shape) for v in model.weights))}))
+
+
+def keras_compute_dtype():
+    import keras
+
+    return keras.config.dtype_policy().compute_dtype
+
+
+def gpu_name():
+    """The first GPU's name as TensorFlow reports it, or None."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+
+
+def shape_of(model_size, vocab_size):
+    """A config.json-like dict for --model_size=L/H/A (feed-forward 4·H, as BERT)."""
+    layers, hidden, heads = (int(x) for x in model_size.split("/"))
+    return {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+            "intermediate_size": 4 * hidden, "vocab_size": vocab_size}
 
 
 def run_side(command, label):
@@ -193,27 +224,46 @@ def main():
     parser.add_argument("--gradient_accumulation_steps", type=int, default=1)
     parser.add_argument("--torch_python", default=None, help="an interpreter with torch and "
                         "transformers for the reference side")
+    parser.add_argument("--model_size", default=None, help="L/H/A: random weights of this "
+                        "shape instead of --checkpoint (e.g. 12/768/12, BERT-base); "
+                        "kerasbert only")
+    parser.add_argument("--matmul_size", type=int, default=2048,
+                        help="the reference matmul's size (8192 on a GPU)")
     parser.add_argument("--markdown", default=None, help="also write the table here")
+    parser.add_argument("--json", default=None, help="also write the measurements here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "kerasbert":
         return kerasbert_worker(args)
 
-    if args.checkpoint is None:
-        from kerasbert.model.encoders import default_checkpoint
+    if args.model_size:
+        from kerasbert.model.encoders import default_vocab
 
-        args.checkpoint = default_checkpoint()
+        if args.torch_python:
+            sys.exit("bench_training: --model_size has random weights; the PyTorch side "
+                     "needs --checkpoint")
+        with open(default_vocab(), encoding="utf-8") as f:
+            config = shape_of(args.model_size, sum(1 for line in f if line.strip()))
+    else:
         if args.checkpoint is None:
-            sys.exit("bench_training: no --checkpoint and the MiniLM-L6 package is not installed")
-    with open(os.path.join(args.checkpoint, "config.json")) as f:
-        config = json.load(f)
+            from kerasbert.model.encoders import default_checkpoint
+
+            args.checkpoint = default_checkpoint()
+            if args.checkpoint is None:
+                sys.exit("bench_training: no --checkpoint and the MiniLM-L6 package is not "
+                         "installed")
+        with open(os.path.join(args.checkpoint, "config.json")) as f:
+            config = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "batch.npz")
         make_batch(data, config["vocab_size"], config["hidden_size"], args.batch_size,
                    args.seq_length)
         passed = [f"--{name}={getattr(args, name)}" for name in
-                  ("steps", "warmup", "mixed_precision", "gradient_accumulation_steps")]
+                  ("steps", "warmup", "mixed_precision", "gradient_accumulation_steps",
+                   "matmul_size")]
+        passed += [f"--model_size={args.model_size}"] if args.model_size else [
+            f"--checkpoint={args.checkpoint}"]
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
         unknown = sorted(set(variants) - {"plain", "xla"})
         if unknown or not variants:
@@ -223,7 +273,7 @@ def main():
             for variant in variants:
                 rounds.setdefault(variant, []).append(run_side(
                     [sys.executable, os.path.abspath(__file__), "--worker=kerasbert",
-                     f"--data={data}", f"--checkpoint={args.checkpoint}", *passed,
+                     f"--data={data}", *passed,
                      *(["--jit_compile"] if variant == "xla" else [])], "kerasbert"))
             if args.torch_python:
                 rounds.setdefault("pytorch", []).append(run_side(
@@ -246,6 +296,16 @@ def main():
         from kerasbert.io_utils import atomic_write_text
 
         atomic_write_text(args.markdown, text + "\n")
+    if args.json:
+        from kerasbert.io_utils import atomic_write_json
+
+        flops = model_flops_per_step(config, args.batch_size, args.seq_length)
+        atomic_write_json(args.json, {
+            "shape": config, "batch_size": args.batch_size, "seq_length": args.seq_length,
+            "mixed_precision": args.mixed_precision, "model_flops_per_step": flops,
+            "sides": {label: {**r, "median_step_seconds": _median(r["step_times"]),
+                              "model_flops_per_second": flops / _median(r["step_times"])}
+                      for label, r in sides.items()}})
 
 
 if __name__ == "__main__":
