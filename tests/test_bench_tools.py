@@ -174,3 +174,55 @@ def test_device_check_without_a_gpu_says_so_and_exits_2(tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith(
         "device_check: no GPU visible to TensorFlow")
     assert not (tmp_path / "d").exists()  # nothing written before the check
+
+
+@pytest.mark.large
+def test_serving_benchmark_serves_each_kind_from_raw_text(tmp_path):
+    """Three tiny runs (classification, span, tagging) served from fresh processes; the
+    HuggingFace side too where a torch interpreter is installed."""
+    import json
+
+    torch_python = os.environ.get("KERASBERT_TORCH_PYTHON", "/work/venv-torch/bin/python")
+    runs = []
+    for task in ("sst2", "squad", "conll2003"):
+        runs.append(tmp_path / task)
+        done = subprocess.run(
+            [sys.executable, "-m", "kerasbert.main", f"--task={task}", "--init_checkpoint=random",
+             "--model_size=2/32/2", "--max_train_examples=16", "--max_eval_examples=40",
+             "--num_train_epochs=1", f"--output_dir={runs[-1]}"],
+            capture_output=True, text=True, timeout=600, check=False,
+            env={**os.environ, "PYTHONPATH": ROOT})
+        assert done.returncode == 0, done.stderr[-2000:]
+    work = tmp_path / "work"
+    with_torch = os.path.isfile(torch_python)
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "bench_serving.py"),
+         "--run_dirs=" + ",".join(map(str, runs)), f"--work_dir={work}", "--requests=6",
+         "--warmup=1", "--batches=1", "--batch_size=8"]
+        + ([f"--torch_python={torch_python}"] if with_torch else []),
+        capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = json.loads((work / "serving.json").read_text())["results"]
+    assert set(saved) == {"sst2", "squad", "conll2003"}
+    for sides in saved.values():
+        assert set(sides) == ({"kerasbert", "huggingface"} if with_torch else {"kerasbert"})
+        for r in sides.values():
+            assert r["requests"] == 6 and 0 < r["p50_ms"] <= r["p99_ms"]
+            assert r["texts_per_second"] > 0 and r["first_answer_seconds"] > 0
+            assert 100 < r["peak_rss_mb"] < 8000  # the server's own peak, not the parent's
+    assert (work / "sst2" / "saved_model" / "1" / "saved_model.pb").exists()
+    assert (work / "serving.md").read_text() in result.stdout
+
+
+def test_serving_benchmark_refuses_an_unfinished_run(tmp_path):
+    (tmp_path / "run").mkdir()
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "bench_serving.py"),
+         f"--run_dirs={tmp_path / 'run'}", f"--work_dir={tmp_path / 'work'}"],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"bench_serving: --run_dirs: {tmp_path / 'run'} is not a finished run")
+    assert not (tmp_path / "work").exists()

@@ -1,0 +1,279 @@
+"""Benchmark: serving a fine-tuned run, kerasbert's SavedModel vs a HuggingFace pipeline.
+
+    python tools/bench_serving.py --run_dirs=runs/sst2,runs/squad,runs/conll \
+        --work_dir=/tmp/serving [--torch_python=/work/venv-torch/bin/python] [--rounds=3]
+
+For each finished run it writes the TF Serving export (kerasbert.export.saved_model) and,
+with --torch_python, the HuggingFace folder (kerasbert.export.checkpoint) of the same
+weights into --work_dir, reads the run's dev texts (its --predict_file or --data_dir, else
+the bundled sample), and serves them from raw text in fresh processes, one after the other:
+
+- kerasbert: a process that imports only tensorflow and tensorflow_text (as TF Serving
+  loads an export) and calls the export's `serving_default`;
+- HuggingFace: a transformers `pipeline` (text-classification; token-classification with
+  first-sub-token words) on PyTorch in --torch_python; for SQuAD, whose pipeline
+  transformers 5 removed, its fast tokenizer's overlapping windows (the run's
+  max_seq_length, doc_stride as the overlap) and the best span of ≤ max_answer_length
+  pieces over the windows, as HuggingFace's run_qa.py example decodes.
+
+Each reports the seconds from its process start to the first answer, the latency of
+--requests single-text requests (p50 and p99 in ms, after --warmup), the throughput of
+batches of --batch_size texts (texts/s, median batch), and its peak RSS. With --rounds=N
+the sides alternate N times (medians over rounds). Prints one Markdown table and writes
+`serving.md` / `serving.json` to --work_dir.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# The process's own peak RSS: VmHWM starts afresh at exec (ru_maxrss would carry over the
+# parent's peak, which here holds the exports).
+PEAK_RSS = r"""
+def peak_rss_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+"""
+# Both servers get the spec file's path and the parent's clock at spawn (time.time()).
+TF_SERVER = r"""
+import json, sys, time
+spawned = float(sys.argv[2])
+PEAK_RSS
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+spec = json.load(open(sys.argv[1]))
+serve = tf.saved_model.load(spec["export"]).signatures["serving_default"]
+def call(batch):
+    out = serve(**{k: tf.constant([x[k] for x in batch]) for k in batch[0]})
+    return {k: v.numpy() for k, v in out.items()}
+texts = spec["inputs"]
+call(texts[:1])
+first = time.time() - spawned
+for x in texts[:spec["warmup"]]:
+    call([x])
+latencies = []
+for i in range(spec["requests"]):
+    t = time.perf_counter(); call([texts[i % len(texts)]]); latencies.append(time.perf_counter() - t)
+b = spec["batch_size"]
+batches = [texts[i:i + b] for i in range(0, len(texts) - b + 1, b)][:spec["batches"]]
+call(batches[0])
+batch_times = []
+for batch in batches:
+    t = time.perf_counter(); call(batch); batch_times.append(time.perf_counter() - t)
+print(json.dumps({"framework": f"kerasbert SavedModel (TF {tf.__version__})",
+                  "first_answer_seconds": first, "latencies": latencies,
+                  "batch_times": batch_times, "batch_size": b,
+                  "peak_rss_mb": peak_rss_mb()}))
+""".replace("PEAK_RSS", PEAK_RSS)
+
+HF_SERVER = r"""
+import json, sys, time
+spawned = float(sys.argv[2])
+PEAK_RSS
+import torch, transformers
+spec = json.load(open(sys.argv[1]))
+kind = spec["kind"]
+if kind == "span":  # transformers 5 has no question-answering pipeline: windows by hand
+    import numpy as np
+    tokenizer = transformers.AutoTokenizer.from_pretrained(spec["hf_folder"])
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(spec["hf_folder"]).eval()
+    def call(batch):
+        enc = tokenizer([x["question"] for x in batch], [x["context"] for x in batch],
+                        truncation="only_second", max_length=spec["max_seq_length"],
+                        stride=spec["doc_stride"], return_overflowing_tokens=True,
+                        return_offsets_mapping=True, padding=True, return_tensors="pt")
+        owner, offsets = enc.pop("overflow_to_sample_mapping"), enc.pop("offset_mapping")
+        out = model(**enc)
+        best = {}
+        for w in range(len(owner)):
+            context = np.array([sid == 1 for sid in enc.sequence_ids(w)])
+            s = np.where(context, out.start_logits[w].numpy(), -np.inf)
+            e = np.where(context, out.end_logits[w].numpy(), -np.inf)
+            scores = s[:, None] + e[None, :]
+            i, j = np.indices(scores.shape)
+            scores[(j < i) | (j - i >= spec["max_answer_length"])] = -np.inf
+            k = int(np.argmax(scores)); a, b = divmod(k, scores.shape[1])
+            x = batch[int(owner[w])]
+            if int(owner[w]) not in best or scores[a, b] > best[int(owner[w])][0]:
+                best[int(owner[w])] = (scores[a, b],
+                                       x["context"][int(offsets[w][a][0]):int(offsets[w][b][1])])
+        return [best[i][1] for i in range(len(batch))]
+else:
+    task = {"classification": "text-classification", "tagging": "token-classification"}[kind]
+    options = {"aggregation_strategy": "first"} if kind == "tagging" else {}
+    pipe = transformers.pipeline(task, model=spec["hf_folder"], tokenizer=spec["hf_folder"],
+                                 device=-1, **options)
+    def call(batch):
+        if kind == "classification":
+            items = [{"text": x["text_a"], "text_pair": x["text_b"]} if "text_b" in x
+                     else x["text_a"] for x in batch]
+        else:
+            items = [x["text"] for x in batch]
+        return pipe(items, batch_size=len(items))
+texts = spec["inputs"]
+with torch.inference_mode():
+    call(texts[:1])
+    first = time.time() - spawned
+    for x in texts[:spec["warmup"]]:
+        call([x])
+    latencies = []
+    for i in range(spec["requests"]):
+        t = time.perf_counter(); call([texts[i % len(texts)]]); latencies.append(time.perf_counter() - t)
+    b = spec["batch_size"]
+    batches = [texts[i:i + b] for i in range(0, len(texts) - b + 1, b)][:spec["batches"]]
+    call(batches[0])
+    batch_times = []
+    for batch in batches:
+        t = time.perf_counter(); call(batch); batch_times.append(time.perf_counter() - t)
+print(json.dumps({"framework": f"HF pipeline (torch {torch.__version__})",
+                  "first_answer_seconds": first, "latencies": latencies,
+                  "batch_times": batch_times, "batch_size": b,
+                  "peak_rss_mb": peak_rss_mb()}))
+""".replace("PEAK_RSS", PEAK_RSS)
+
+
+def serving_inputs(task, examples):
+    """The export's `serving_default` inputs for each example (raw text, as a client sends)."""
+    kind = task.kind
+    if kind == "classification":
+        return [{"text_a": e.text_a, **({"text_b": e.text_b} if e.text_b is not None else {})}
+                for e in examples]
+    if kind == "span":
+        return [{"question": e.text_a, "context": e.text_b} for e in examples]
+    if kind == "tagging":
+        return [{"text": e.text_a} for e in examples]
+    raise SystemExit(f"bench_serving: the {task.name} task ({kind}) is not benchmarked; "
+                     "classification, span and tagging runs are")
+
+
+def prepare(run_dir, work_dir, with_hf, max_texts):
+    """Exports the run (and its HF folder), reads its dev texts: the spec of one task."""
+    from kerasbert import plugins, run_folder
+    from kerasbert.export import checkpoint, saved_model
+
+    config = run_folder.read_config(run_dir)
+    task = plugins.registry().task(config["task"])
+    name = os.path.basename(os.path.normpath(run_dir))
+    folder = os.path.join(work_dir, name)
+    export = saved_model.export_run(run_dir, os.path.join(folder, "saved_model"))
+    hf_folder = None
+    if with_hf:
+        hf_folder = os.path.join(folder, "huggingface")
+        checkpoint.export_checkpoint(run_dir, hf_folder, "huggingface")
+    split = task.dev_splits[0]
+    examples = (task.read_file(config["predict_file"], split) if config.get("predict_file")
+                else task.read_examples(config.get("data_dir") or task.sample_dir(), split))
+    examples = examples[:max_texts]
+    return {"name": name, "task": task.name, "kind": task.kind, "export": export,
+            "max_seq_length": config["max_seq_length"],
+            "doc_stride": config.get("doc_stride") or 128,
+            "max_answer_length": config.get("max_answer_length") or 30,
+            "hf_folder": hf_folder, "inputs": serving_inputs(task, examples)}
+
+
+def serve(interpreter, program, spec):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    try:
+        spawned = time.time()
+        result = subprocess.run([interpreter, "-c", program, f.name, repr(spawned)],
+                                capture_output=True, text=True, check=False)
+    finally:
+        os.unlink(f.name)
+    if result.returncode != 0:
+        sys.exit(f"bench_serving: a server failed on {spec['name']}:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def merge(reports):
+    """One row per side: latencies and batch times pooled over rounds, first-answer time
+    the median of the rounds, peak memory the maximum."""
+    latencies = np.asarray([x for r in reports for x in r["latencies"]]) * 1e3
+    batch = float(np.median([x for r in reports for x in r["batch_times"]]))
+    return {"framework": reports[0]["framework"],
+            "first_answer_seconds": float(np.median([r["first_answer_seconds"] for r in reports])),
+            "p50_ms": float(np.percentile(latencies, 50)),
+            "p99_ms": float(np.percentile(latencies, 99)),
+            "texts_per_second": reports[0]["batch_size"] / batch,
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in reports), "rounds": len(reports),
+            "requests": int(latencies.size)}
+
+
+def table(results, batch_size):
+    lines = [f"| task | server | start → 1st answer s | batch 1 p50 ms | p99 ms | "
+             f"batch {batch_size} texts/s | peak RSS MB |", "|---|---|---|---|---|---|---|"]
+    for name, sides in results.items():
+        for r in sides.values():
+            lines.append(f"| {name} | {r['framework']} | {r['first_answer_seconds']:.1f} | "
+                         f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['texts_per_second']:.1f} "
+                         f"| {r['peak_rss_mb']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run_dirs", required=True, help="finished runs, comma-separated")
+    parser.add_argument("--work_dir", required=True, help="exports go here (new or empty)")
+    parser.add_argument("--torch_python", default=None, help="an interpreter with torch and "
+                        "transformers for the HuggingFace side")
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--max_texts", type=int, default=512, help="dev texts read per task")
+    args = parser.parse_args()
+    from kerasbert import run_folder
+
+    runs = [r.strip() for r in args.run_dirs.split(",") if r.strip()]
+    for run in runs:  # every refusal before anything is exported
+        if not run_folder.is_finished(run):
+            sys.exit(f"bench_serving: --run_dirs: {run} is not a finished run")
+    if os.path.exists(args.work_dir) and os.listdir(args.work_dir):
+        sys.exit(f"bench_serving: --work_dir={args.work_dir} is not empty")
+    for name, value in (("requests", args.requests), ("batch_size", args.batch_size),
+                        ("batches", args.batches), ("rounds", args.rounds)):
+        if value < 1:
+            sys.exit(f"bench_serving: --{name}={value}: must be a positive integer")
+    specs = [prepare(run, args.work_dir, bool(args.torch_python), args.max_texts)
+             for run in runs]
+    for spec in specs:
+        if len(spec["inputs"]) < args.batch_size:
+            sys.exit(f"bench_serving: {spec['name']}: {len(spec['inputs'])} dev texts, fewer "
+                     f"than --batch_size={args.batch_size}")
+        spec.update(requests=args.requests, warmup=args.warmup, batch_size=args.batch_size,
+                    batches=args.batches)
+    if not args.torch_python:
+        print("bench_serving: no --torch_python: the HuggingFace side is skipped")
+    rounds = {}
+    for _ in range(args.rounds):
+        for spec in specs:
+            sides = rounds.setdefault(spec["name"], {})
+            sides.setdefault("kerasbert", []).append(serve(sys.executable, TF_SERVER, spec))
+            if args.torch_python:
+                sides.setdefault("huggingface", []).append(
+                    serve(args.torch_python, HF_SERVER, spec))
+    results = {name: {side: merge(reports) for side, reports in sides.items()}
+               for name, sides in rounds.items()}
+    text = (f"Serving from raw text, {os.cpu_count()} CPUs visible; {args.rounds} round(s) × "
+            f"{args.requests} single-text requests (after {args.warmup}) and {args.batches} "
+            f"batches of {args.batch_size}\n\n" + table(results, args.batch_size))
+    from kerasbert.io_utils import atomic_write_json, atomic_write_text
+
+    atomic_write_text(os.path.join(args.work_dir, "serving.md"), text)
+    atomic_write_json(os.path.join(args.work_dir, "serving.json"),
+                      {"runs": runs, "settings": vars(args), "results": results})
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
