@@ -40,3 +40,24 @@ def interrupt_at(monkeypatch):
                                            lambda name, before_kill=None: None)
 
     return arm
+
+
+@pytest.fixture
+def interrupt_after_save(monkeypatch):
+    """interrupt_after_save(phase, epochs): the run raises KeyboardInterrupt right after its
+    checkpoint of (phase index, epochs done) is written, as a kill there would leave it;
+    returns a function that restores RunState.save."""
+    from kerasbert.training import run_state
+
+    original = run_state.RunState.save
+
+    def arm(phase, epochs):
+        def save(self, saved_phase, saved_epochs, *rest):
+            original(self, saved_phase, saved_epochs, *rest)
+            if (saved_phase, saved_epochs) == (phase, epochs):
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(run_state.RunState, "save", save)
+        return lambda: monkeypatch.setattr(run_state.RunState, "save", original)
+
+    return arm

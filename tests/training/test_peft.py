@@ -151,21 +151,14 @@ def test_the_run_state_restores_the_lora_factors(tmp_path):
 
 
 @pytest.mark.large  # three runs: ~30 s on 2 cores
-def test_stack_and_lora_resumes_to_the_uninterrupted_run(tmp_path, monkeypatch):
+def test_stack_and_lora_resumes_to_the_uninterrupted_run(tmp_path, interrupt_after_save):
     kwargs = dict(frozen_epochs=1.0, num_train_epochs=2.0, lora_rank=2,
                   lora_targets="attention_ffn")
     reference = run_lib.execute(_config(tmp_path, "straight", **kwargs))
-    original_save = run_state.RunState.save
-
-    def die_in_lora_phase(self, phase, epochs, *rest):
-        original_save(self, phase, epochs, *rest)
-        if (phase, epochs) == (1, 1):  # the first LoRA epoch saved
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(run_state.RunState, "save", die_in_lora_phase)
+    restore = interrupt_after_save(1, 1)  # the first LoRA epoch saved
     with pytest.raises(KeyboardInterrupt):
         run_lib.execute(_config(tmp_path, "resumed", **kwargs))
-    monkeypatch.setattr(run_state.RunState, "save", original_save)
+    restore()
     resumed = run_lib.execute(_config(tmp_path, "resumed", **kwargs))
     assert resumed == pytest.approx(reference, abs=1e-6)
     straight, again = (_saved_encoder(str(tmp_path / n)) for n in ("straight", "resumed"))

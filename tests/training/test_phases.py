@@ -89,20 +89,13 @@ def test_early_stopping_keeps_the_best_head(tmp_path, monkeypatch):
     assert metrics["accuracy"] == 0.75  # the re-evaluation after restoring the best head
 
 
-def test_resume_across_the_phase_boundary(tmp_path, monkeypatch):
+def test_resume_across_the_phase_boundary(tmp_path, interrupt_after_save):
     kwargs = dict(frozen_epochs=1.0, num_train_epochs=2.0, learning_rate=1e-3)
     reference = run_lib.execute(_config(tmp_path, "straight", **kwargs))
-    original_save = run_state.RunState.save
-
-    def die_in_phase_two(self, phase, epochs, *rest):
-        original_save(self, phase, epochs, *rest)
-        if (phase, epochs) == (1, 1):  # first epoch of fine-tuning saved
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(run_state.RunState, "save", die_in_phase_two)
+    restore = interrupt_after_save(1, 1)  # first epoch of fine-tuning saved
     with pytest.raises(KeyboardInterrupt):
         run_lib.execute(_config(tmp_path, "resumed", **kwargs))
-    monkeypatch.setattr(run_state.RunState, "save", original_save)
+    restore()
     resumed = run_lib.execute(_config(tmp_path, "resumed", **kwargs))
     rows = list(csv.DictReader(open(tmp_path / "resumed" / "history.csv")))
     straight = list(csv.DictReader(open(tmp_path / "straight" / "history.csv")))
