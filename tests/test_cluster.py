@@ -193,3 +193,59 @@ def test_two_srun_tasks_train_as_two_workers_without_tf_config(tmp_path):
         np.testing.assert_array_equal(chief[name], worker[name])
     assert (tmp_path / "out0" / "metrics.json").exists()  # rank 0 is the chief
     assert not (tmp_path / "out1").exists()
+
+
+# Ray Train's loop in each worker: TensorflowTrainer has set TF_CONFIG in the process, and
+# the kerasbert command it starts inherits it (the README's recipe).
+def _ray_worker_loop(config):
+    import json as json_lib
+    import os as os_lib
+    import subprocess as subprocess_lib
+    import sys as sys_lib
+
+    rank = json_lib.loads(os_lib.environ["TF_CONFIG"])["task"]["index"]
+    folder = config["folder"]
+    env = {**os_lib.environ, "PYTHONPATH": config["root"], "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": "", "TMPDIR": os_lib.path.join(folder, f"tmp{rank}")}
+    os_lib.makedirs(env["TMPDIR"], exist_ok=True)
+    done = subprocess_lib.run(
+        [sys_lib.executable, "-c", config["worker"], os_lib.path.join(folder, f"weights{rank}.npz"),
+         *config["args"], f"--output_dir={os_lib.path.join(folder, f'out{rank}')}"],
+        env=env, capture_output=True, text=True, check=False)
+    with open(os_lib.path.join(folder, f"log{rank}.txt"), "w") as f:
+        f.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"worker {rank}: exit {done.returncode}: {done.stderr[-2000:]}")
+
+
+@pytest.mark.large
+def test_two_ray_train_workers_train_as_two_tf_workers(tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'ray[train]'")
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.tensorflow import TensorflowTrainer
+
+    args = ["--task=sst2", "--init_checkpoint=random", "--model_size=2/32/2",
+            "--max_seq_length=32", "--train_batch_size=8", "--max_train_examples=32",
+            "--max_eval_examples=16", "--num_train_epochs=1", "--dropout=0",
+            "--distribution_strategy=multi_worker", "--seed=5"]
+    ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False,
+             log_to_driver=False)
+    try:
+        TensorflowTrainer(
+            _ray_worker_loop,
+            train_loop_config={"folder": str(tmp_path), "root": ROOT, "worker": WORKER,
+                               "args": args},
+            scaling_config=ScalingConfig(num_workers=2, use_gpu=False,
+                                         resources_per_worker={"CPU": 1}),
+            run_config=RunConfig(storage_path=str(tmp_path / "ray"), name="kerasbert"),
+        ).fit()
+    finally:
+        ray.shutdown()
+    logs = [(tmp_path / f"log{r}.txt").read_text() for r in range(2)]
+    assert "global batch 8 = 2 replica(s) × 4" in logs[0]
+    chief, worker = (np.load(tmp_path / f"weights{r}.npz") for r in range(2))
+    assert len(chief.files) == len(worker.files) > 0
+    for name in chief.files:
+        np.testing.assert_array_equal(chief[name], worker[name])
+    assert (tmp_path / "out0" / "metrics.json").exists()  # worker 0 is the chief
+    assert not (tmp_path / "out1").exists()
