@@ -205,7 +205,9 @@ def _ray_worker_loop(config):
 
     rank = json_lib.loads(os_lib.environ["TF_CONFIG"])["task"]["index"]
     folder = config["folder"]
-    env = {**os_lib.environ, "PYTHONPATH": config["root"], "TF_CPP_MIN_LOG_LEVEL": "2",
+    # Ray sets TF_USE_LEGACY_KERAS=1 for Keras 2 code; kerasbert is Keras 3 (README recipe).
+    env = {k: v for k, v in os_lib.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env = {**env, "PYTHONPATH": config["root"], "TF_CPP_MIN_LOG_LEVEL": "2",
            "CUDA_VISIBLE_DEVICES": "", "TMPDIR": os_lib.path.join(folder, f"tmp{rank}")}
     os_lib.makedirs(env["TMPDIR"], exist_ok=True)
     done = subprocess_lib.run(

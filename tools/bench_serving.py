@@ -155,15 +155,19 @@ def serving_inputs(task, examples):
                      "classification, span and tagging runs are")
 
 
-def prepare(run_dir, work_dir, with_hf, max_texts):
+def prepare(run_dir, work_dir, with_hf, max_texts, taken):
     """Exports the run (and its HF folder), reads its dev texts: the spec of one task."""
     from kerasbert import plugins, run_folder
     from kerasbert.export import checkpoint, saved_model
 
     config = run_folder.read_config(run_dir)
     task = plugins.registry().task(config["task"])
-    name = os.path.basename(os.path.normpath(run_dir))
-    folder = os.path.join(work_dir, name)
+    name = task.name  # the table's row; a second run of one task adds its folder's name
+    if name in taken:
+        name = f"{task.name} ({os.path.basename(os.path.normpath(run_dir))})"
+    taken.add(name)
+    folder_name = name.replace(" (", "-").rstrip(")")
+    folder = os.path.join(work_dir, folder_name)
     export = saved_model.export_run(run_dir, os.path.join(folder, "saved_model"))
     hf_folder = None
     if with_hf:
@@ -244,7 +248,8 @@ def main():
                         ("batches", args.batches), ("rounds", args.rounds)):
         if value < 1:
             sys.exit(f"bench_serving: --{name}={value}: must be a positive integer")
-    specs = [prepare(run, args.work_dir, bool(args.torch_python), args.max_texts)
+    taken = set()
+    specs = [prepare(run, args.work_dir, bool(args.torch_python), args.max_texts, taken)
              for run in runs]
     for spec in specs:
         if len(spec["inputs"]) < args.batch_size:
