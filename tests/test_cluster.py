@@ -187,12 +187,18 @@ def test_two_srun_tasks_train_as_two_workers_without_tf_config(tmp_path):
         assert (f"kerasbert: TF_CONFIG from SLURM: worker {rank} of 2 "
                 f"(127.0.0.1:{port + rank}; worker 0 at 127.0.0.1:{port})") in out
     assert "global batch 8 = 2 replica(s) × 4" in results[0][0]
-    chief, worker = (np.load(tmp_path / f"weights{r}.npz") for r in range(2))
+    _assert_one_training_of_two_workers(tmp_path)
+
+
+def _assert_one_training_of_two_workers(folder):
+    """Both workers (WORKER's weight dumps) end with the same weights; only worker 0, the
+    chief, writes its output folder."""
+    chief, worker = (np.load(folder / f"weights{r}.npz") for r in range(2))
     assert len(chief.files) == len(worker.files) > 0
     for name in chief.files:
         np.testing.assert_array_equal(chief[name], worker[name])
-    assert (tmp_path / "out0" / "metrics.json").exists()  # rank 0 is the chief
-    assert not (tmp_path / "out1").exists()
+    assert (folder / "out0" / "metrics.json").exists()
+    assert not (folder / "out1").exists()
 
 
 # Ray Train's loop in each worker: TensorflowTrainer has set TF_CONFIG in the process, and
@@ -245,9 +251,4 @@ def test_two_ray_train_workers_train_as_two_tf_workers(tmp_path):
         ray.shutdown()
     logs = [(tmp_path / f"log{r}.txt").read_text() for r in range(2)]
     assert "global batch 8 = 2 replica(s) × 4" in logs[0]
-    chief, worker = (np.load(tmp_path / f"weights{r}.npz") for r in range(2))
-    assert len(chief.files) == len(worker.files) > 0
-    for name in chief.files:
-        np.testing.assert_array_equal(chief[name], worker[name])
-    assert (tmp_path / "out0" / "metrics.json").exists()  # worker 0 is the chief
-    assert not (tmp_path / "out1").exists()
+    _assert_one_training_of_two_workers(tmp_path)

@@ -36,25 +36,11 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-# The process's own peak RSS: VmHWM starts afresh at exec (ru_maxrss would carry over the
+# What both servers run once they define `call(batch)` and `framework`: the first answer
+# (timed from the parent's clock at spawn, argv[2]), single requests, batches, and the
+# process's own peak RSS (VmHWM starts afresh at exec; ru_maxrss would carry over the
 # parent's peak, which here holds the exports).
-PEAK_RSS = r"""
-def peak_rss_mb():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
-"""
-# Both servers get the spec file's path and the parent's clock at spawn (time.time()).
-TF_SERVER = r"""
-import json, sys, time
-spawned = float(sys.argv[2])
-PEAK_RSS
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
-spec = json.load(open(sys.argv[1]))
-serve = tf.saved_model.load(spec["export"]).signatures["serving_default"]
-def call(batch):
-    out = serve(**{k: tf.constant([x[k] for x in batch]) for k in batch[0]})
-    return {k: v.numpy() for k, v in out.items()}
+MEASURE = r"""
 texts = spec["inputs"]
 call(texts[:1])
 first = time.time() - spawned
@@ -69,21 +55,36 @@ call(batches[0])
 batch_times = []
 for batch in batches:
     t = time.perf_counter(); call(batch); batch_times.append(time.perf_counter() - t)
-print(json.dumps({"framework": f"kerasbert SavedModel (TF {tf.__version__})",
-                  "first_answer_seconds": first, "latencies": latencies,
-                  "batch_times": batch_times, "batch_size": b,
-                  "peak_rss_mb": peak_rss_mb()}))
-""".replace("PEAK_RSS", PEAK_RSS)
+with open("/proc/self/status") as f:
+    peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+print(json.dumps({"framework": framework, "first_answer_seconds": first,
+                  "latencies": latencies, "batch_times": batch_times, "batch_size": b,
+                  "peak_rss_mb": peak}))
+"""
+
+TF_SERVER = r"""
+import json, sys, time
+spawned = float(sys.argv[2])
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+spec = json.load(open(sys.argv[1]))
+serve = tf.saved_model.load(spec["export"]).signatures["serving_default"]
+framework = f"kerasbert SavedModel (TF {tf.__version__})"
+def call(batch):
+    out = serve(**{k: tf.constant([x[k] for x in batch]) for k in batch[0]})
+    return {k: v.numpy() for k, v in out.items()}
+""" + MEASURE
 
 HF_SERVER = r"""
 import json, sys, time
 spawned = float(sys.argv[2])
-PEAK_RSS
 import torch, transformers
 spec = json.load(open(sys.argv[1]))
 kind = spec["kind"]
+framework = f"HF pipeline (torch {torch.__version__})"
 if kind == "span":  # transformers 5 has no question-answering pipeline: windows by hand
     import numpy as np
+    framework = f"HF tokenizer + model (torch {torch.__version__})"
     tokenizer = transformers.AutoTokenizer.from_pretrained(spec["hf_folder"])
     model = transformers.AutoModelForQuestionAnswering.from_pretrained(spec["hf_folder"]).eval()
     def call(batch):
@@ -92,7 +93,8 @@ if kind == "span":  # transformers 5 has no question-answering pipeline: windows
                         stride=spec["doc_stride"], return_overflowing_tokens=True,
                         return_offsets_mapping=True, padding=True, return_tensors="pt")
         owner, offsets = enc.pop("overflow_to_sample_mapping"), enc.pop("offset_mapping")
-        out = model(**enc)
+        with torch.inference_mode():  # as the pipelines run their models
+            out = model(**enc)
         best = {}
         for w in range(len(owner)):
             context = np.array([sid == 1 for sid in enc.sequence_ids(w)])
@@ -119,26 +121,7 @@ else:
         else:
             items = [x["text"] for x in batch]
         return pipe(items, batch_size=len(items))
-texts = spec["inputs"]
-with torch.inference_mode():
-    call(texts[:1])
-    first = time.time() - spawned
-    for x in texts[:spec["warmup"]]:
-        call([x])
-    latencies = []
-    for i in range(spec["requests"]):
-        t = time.perf_counter(); call([texts[i % len(texts)]]); latencies.append(time.perf_counter() - t)
-    b = spec["batch_size"]
-    batches = [texts[i:i + b] for i in range(0, len(texts) - b + 1, b)][:spec["batches"]]
-    call(batches[0])
-    batch_times = []
-    for batch in batches:
-        t = time.perf_counter(); call(batch); batch_times.append(time.perf_counter() - t)
-print(json.dumps({"framework": f"HF pipeline (torch {torch.__version__})",
-                  "first_answer_seconds": first, "latencies": latencies,
-                  "batch_times": batch_times, "batch_size": b,
-                  "peak_rss_mb": peak_rss_mb()}))
-""".replace("PEAK_RSS", PEAK_RSS)
+""" + MEASURE
 
 
 def serving_inputs(task, examples):
