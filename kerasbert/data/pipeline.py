@@ -31,9 +31,7 @@ def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token
          for k, v in inputs.items()}, labels))
     if shuffle_seed is not None:
         ds = ds.shuffle(count, seed=shuffle_seed, reshuffle_each_iteration=False)
-        if group_by_length:
-            ds = group_by_length_windows(ds, batch_size, group_by_length, shuffle_seed)
-    return batch_rows(ds, batch_size, labels_per_token)
+    return batch_rows(ds, batch_size, labels_per_token, group_by_length, shuffle_seed)
 
 
 def group_by_length_windows(ds, batch_size, window_batches, seed):
@@ -69,9 +67,13 @@ def group_by_length_windows(ds, batch_size, window_batches, seed):
             .unbatch())
 
 
-def batch_rows(ds, batch_size, labels_per_token=False):
+def batch_rows(ds, batch_size, labels_per_token=False, group_by_length=0, shuffle_seed=None):
     """A dataset of (inputs, label) rows -> batches trimmed to their longest sequence
-    (shared by the in-memory and the streamed training split, data/streaming.py)."""
+    (shared by the in-memory and the streamed training split, data/streaming.py); shuffled
+    rows (a `shuffle_seed`) with `group_by_length` = K > 0 are regrouped first
+    (`group_by_length_windows`)."""
+    if group_by_length and shuffle_seed is not None:
+        ds = group_by_length_windows(ds, batch_size, group_by_length, shuffle_seed)
 
     def trim_padding(inputs, labels):
         length = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["padding_mask"], axis=-1)), 1)

@@ -151,10 +151,8 @@ class StreamedFeatures:
         if shuffle_seed is not None:
             ds = ds.shuffle(min(self.shuffle_buffer_size, self.num_rows), seed=shuffle_seed,
                             reshuffle_each_iteration=False)
-            if group_by_length:
-                ds = pipeline.group_by_length_windows(ds, batch_size, group_by_length,
-                                                      shuffle_seed)
-        return pipeline.batch_rows(ds, batch_size, labels_per_token)
+        return pipeline.batch_rows(ds, batch_size, labels_per_token, group_by_length,
+                                   shuffle_seed)
 
 
 def _stamp(path):

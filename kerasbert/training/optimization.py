@@ -78,14 +78,13 @@ class FusedAdamW(keras.optimizers.AdamW):
             self._step_powers = None
 
     def update_step(self, gradient, variable, learning_rate):
-        if not self._fused() or isinstance(gradient, tf.IndexedSlices) or self.amsgrad:
-            if self._fused() and self._use_weight_decay(variable):
-                self._decay(variable, learning_rate)
+        fused = self._fused()
+        if fused and self._use_weight_decay(variable):  # else Keras' _apply_weight_decay did
+            self._decay(variable, learning_rate)
+        if not fused or isinstance(gradient, tf.IndexedSlices) or self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype
         lr = tf.cast(learning_rate, dtype)
-        if self._use_weight_decay(variable):
-            self._decay(variable, learning_rate)
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
         beta_1_power, beta_2_power = (tf.cast(p, dtype) for p in self._step_powers)
