@@ -102,18 +102,13 @@ def _train(p, out, name, *flags):
     return folder, stdout
 
 
-def _history(folder):
-    import csv
-
-    with open(os.path.join(folder, "history.csv")) as f:
-        return list(csv.DictReader(f))
-
-
 def mixed_float16(p, out):
     import math
 
     folder, _ = _train(p, out, "mixed_float16", "--mixed_precision=mixed_float16")
-    loss = float(_history(folder)[-1]["train_loss"])
+    from kerasbert import run_folder
+
+    loss = float(run_folder.read_run_history(folder)[-1]["train_loss"])
     return [{"check": "mixed_float16 with dynamic loss scaling", "setting": p["run_model"],
              "ok": math.isfinite(loss), "train_loss": loss,
              "result": f"final train loss {loss:.4f}" + ("" if math.isfinite(loss)
