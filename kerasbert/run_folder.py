@@ -4,7 +4,9 @@ the readers and writers of a run's config, metrics, history and eval results.
     <run>/  run_config.json   the RunConfig the run was started with (written first)
             history.csv       one row per epoch (phase, step, losses, dev metrics, seconds so
                               far, eval_seconds: that epoch's dev evaluation, and
-                              trained_parameters: how many the phase's optimizer updates)
+                              trained_parameters: how many the phase's optimizer updates,
+                              peak_rss_mb: the process's peak resident MiB in the phase so
+                              far, where Linux lets it be measured)
             eval_results.txt  `name = value` per dev metric (google-research/bert's file)
             metrics.json      the final dev metrics: written last, the finished marker
             model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone

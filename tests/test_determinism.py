@@ -26,10 +26,12 @@ def _weights(path):
     return arrays
 
 
+MEASURED = ("seconds", "eval_seconds", "peak_rss_mb")  # of the machine, not the run
+
+
 def _history(run):
     with open(run / "history.csv") as f:
-        return [{k: v for k, v in row.items() if k not in ("seconds", "eval_seconds")}
-                for row in csv.DictReader(f)]
+        return [{k: v for k, v in row.items() if k not in MEASURED} for row in csv.DictReader(f)]
 
 
 def _cli_run(out, *extra):

@@ -39,6 +39,8 @@ def test_single_sentence_task_writes_every_output(tmp_path):
     assert float(history[-1]["dev_accuracy"]) == pytest.approx(metrics["accuracy"], abs=1e-6)
     # Each epoch's dev evaluation time is a part of the cumulative train + dev seconds.
     assert 0 <= sum(float(r["eval_seconds"]) for r in history) <= float(history[-1]["seconds"])
+    # each epoch's process peak memory in MiB (Linux): TensorFlow alone holds hundreds
+    assert all(float(r["peak_rss_mb"]) > 100 for r in history)
     assert any(name.startswith("events.out") for name in os.listdir(out / "tensorboard"))
     assert os.path.exists(out / "checkpoints" / "checkpoint")
     assert os.path.exists(out / "model.weights.h5")

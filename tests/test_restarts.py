@@ -179,9 +179,14 @@ def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path)
     for name, runs in rows.items():
         for seed, config in runs.items():
             fake_run(config, {"f1": 0.8 + 0.01 * seed})
+            # peak RSS: the frozen phase 500 MB, fine-tuning 900 (+ 100 for seed 2), LoRA
+            # and BitFit 600; "fine-tune only" seed 2 is an older run that has no column.
             run_folder.write_run_history(config.output_dir, [
                 {"phase": p, "epoch": i + 1, "step": st, "seconds": sec + seed - 1,
-                 "eval_seconds": ev, "trained_parameters": n}
+                 "eval_seconds": ev, "trained_parameters": n,
+                 **({} if (name, seed) == ("fine-tune only", 2) else {"peak_rss_mb": (
+                     500.0 if p == "frozen" else 900.0 + 100 * (seed - 1) if n == 1000
+                     else 600.0)})}
                 for i, (p, st, sec, ev, n) in enumerate(history[name])])
     table = tool.table(list(rows.items()), task)
     assert [r["trained_parameters"] for r in table["rows"]] == [1000, 50, 1000, 120, 120, 90]
@@ -193,9 +198,12 @@ def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path)
         [1.025, 0.55, 1.0, 0.725, 0.6, 0.725])
     text = restarts.markdown(table, row_header="strategy", extra=tool.cost_columns(
         tool.costs(list(rows.items()))))
-    assert "| strategy | trained params | s/step | n |" in text
-    assert "| fine-tune only | 1,000 | 1.025 | 2 |" in text
-    assert "| stack-and-LoRA | 120 | 0.600 | 2 |" in text
+    # the run's peak is its highest phase's; the row's the mean over the seeds that have one
+    assert [r["peak_rss_mb"] for r in table["rows"]] == [900, 500, 950, 600, 600, 600]
+    assert "| strategy | trained params | s/step | peak RSS MB | n |" in text
+    assert "| fine-tune only | 1,000 | 1.025 | 900 | 2 |" in text
+    assert "| stack-and-finetune | 1,000 | 1.000 | 950 | 2 |" in text
+    assert "| stack-and-LoRA | 120 | 0.600 | 600 | 2 |" in text
 
 
 def dataclasses_replace(config, **changes):

@@ -29,8 +29,8 @@ def test_compare_strategies_writes_table_and_plot(tmp_path):
     table = (out / "comparison.md").read_text()
     assert table in stdout
     for strategy in ("fine-tune only", "frozen only", "stack-and-finetune"):
-        # | strategy | trained params | s/step | n | ...
-        assert re.search(rf"\| {strategy} \| [\d,]+ \| [\d.]+ \| 2 \|", table), table
+        # | strategy | trained params | s/step | peak RSS MB | n | ...
+        assert re.search(rf"\| {strategy} \| [\d,]+ \| [\d.]+ \| \d+ \| 2 \|", table), table
     saved = json.loads((out / "comparison.json").read_text())
     rows = saved["tables"]["rte"]["rows"]
     assert [r["seeds"] for r in rows] == [[1, 2]] * 3
@@ -58,6 +58,22 @@ def test_compare_strategies_runs_the_parameter_efficient_rows(tmp_path):
     assert [(r["label"], r["trained_parameters"]) for r in rows] == [
         ("LoRA", 4162), ("stack-and-LoRA", 4162), ("BitFit", 1826)]
     assert all(r["step_seconds"] > 0 for r in rows)
+    assert all(r["peak_rss_mb"] > 100 for r in rows)  # MiB: TensorFlow alone holds more
+
+
+@pytest.mark.large
+def test_compare_strategies_runs_each_run_in_its_own_process_and_reports_its_error(tmp_path):
+    # The run's check (a tagging-only flag on a classification task) fails in the spawned
+    # run process: the tool still says it in one line and exits 2, training nothing.
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "compare_strategies.py"), *TINY,
+         "--task=rte", "--tagging_loss=token_mean", "--strategies=fine_tune", "--seeds=1",
+         f"--output_dir={tmp_path / 'cmp'}"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("kerasbert: error")]
+    assert len(errors) == 1 and "--tagging_loss=token_mean" in errors[0], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "cmp" / "fine-tune_only" / "seed-1" / "history.csv").exists()
 
 
 @pytest.mark.large

@@ -19,11 +19,15 @@ fine_tune, frozen, stack_and_finetune, lora, stack_and_lora, bitfit. The paramet
 rows fine-tune with --peft_learning_rate (LoRA and BitFit want a larger rate than full
 fine-tuning) and --lora_rank (default 8), --lora_alpha, --lora_targets. Every row also
 shows how many parameters its runs train (the fine-tune phase's count, else the frozen
-phase's) and the training wall time per optimizer step of that phase (mean over seeds,
-tracing included; history.csv), so the dev metric can be read against the cost.
+phase's), the training wall time per optimizer step of that phase (mean over seeds,
+tracing included; history.csv) and the process's peak resident memory during the run (the
+highest of its phases, each phase's high-water mark reset at its start; mean over seeds;
+each run has a process of its own), so the dev metric can be read against the cost.
 """
 
+import concurrent.futures
 import dataclasses
+import multiprocessing
 import os
 import sys
 
@@ -102,11 +106,13 @@ def plan(base, task, seeds, strategies=PAPER, peft_learning_rate=5e-4):
 
 
 def cost_of_run(run_dir):
-    """(trained parameters, training seconds per optimizer step) of a finished run's last
-    phase, from history.csv; (None, None) where it does not say (older runs)."""
+    """(trained parameters, training seconds per optimizer step, peak resident MiB) of a
+    finished run: the first two of its last phase, the peak over all its phases (each
+    phase's own, history.csv's peak_rss_mb); None where history.csv does not say (older
+    runs, no procfs)."""
     history = run_folder.read_run_history(run_dir)
     if not history or "trained_parameters" not in history[-1]:
-        return None, None
+        return None, None, None
     last = history[-1]["phase"]
     seconds = steps = 0.0
     previous_seconds, previous_step = 0.0, 0
@@ -116,28 +122,35 @@ def cost_of_run(run_dir):
             seconds += took
             steps += int(row["step"]) - previous_step
         previous_seconds, previous_step = float(row["seconds"]), int(row["step"])
-    return int(history[-1]["trained_parameters"]), (seconds / steps if steps else None)
+    peaks = [float(row["peak_rss_mb"]) for row in history if row.get("peak_rss_mb")]
+    return (int(history[-1]["trained_parameters"]), (seconds / steps if steps else None),
+            max(peaks) if peaks else None)
 
 
 def costs(rows):
-    """{strategy: {"trained_parameters", "step_seconds"}} over each row's finished runs."""
+    """{strategy: {"trained_parameters", "step_seconds", "peak_rss_mb"}} over each row's
+    finished runs (the means over seeds of the last two)."""
     found = {}
     for name, runs in rows:
         measured = [cost_of_run(c.output_dir) for c in runs.values()
                     if run_folder.read_metrics(c.output_dir)]
-        counts = {n for n, _ in measured if n is not None}
-        times = [t for _, t in measured if t is not None]
+        counts = {n for n, _, _ in measured if n is not None}
+        times = [t for _, t, _ in measured if t is not None]
+        peaks = [m for _, _, m in measured if m is not None]
         found[name] = {"trained_parameters": counts.pop() if len(counts) == 1 else None,
-                       "step_seconds": sum(times) / len(times) if times else None}
+                       "step_seconds": sum(times) / len(times) if times else None,
+                       "peak_rss_mb": sum(peaks) / len(peaks) if peaks else None}
     return found
 
 
 def cost_columns(found):
     """The (header, {label: cell}) columns restarts.markdown adds after the label."""
-    return [("trained params", {k: f"{v['trained_parameters']:,}" if v["trained_parameters"]
-                                is not None else "–" for k, v in found.items()}),
-            ("s/step", {k: f"{v['step_seconds']:.3f}" if v["step_seconds"] is not None
-                        else "–" for k, v in found.items()})]
+    def cells(key, form):
+        return {k: form.format(v[key]) if v[key] is not None else "–" for k, v in found.items()}
+
+    return [("trained params", cells("trained_parameters", "{:,}")),
+            ("s/step", cells("step_seconds", "{:.3f}")),
+            ("peak RSS MB", cells("peak_rss_mb", "{:.0f}"))]
 
 
 def table(rows, task, baseline=None):
@@ -154,6 +167,20 @@ def table(rows, task, baseline=None):
     return summary
 
 
+def execute_in_own_process(config):
+    """One run in a fresh interpreter (spawned), so that its peak memory is its own: in one
+    process, every finished MiniLM run leaves ~290 MB that TensorFlow does not free (its
+    traced training step, measured 2026-12-02), and later rows would look heavier.
+    An error in the run is raised here, as if the run were in this process."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(_execute, config).result()
+
+
+def _execute(config):
+    return run_lib.execute(config, plugins.registry())
+
+
 def main(argv):
     if len(argv) > 1:
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -165,8 +192,8 @@ def main(argv):
     rows = plan(base, task, seeds, chosen_strategies(FLAGS.strategies),
                 FLAGS.peft_learning_rate)
     restarts.baseline_label([name for name, _ in rows], FLAGS.baseline)  # checked first
-    restarts.run_all([c for _, runs in rows for c in runs.values()],
-                     lambda c: run_lib.execute(c, registry), tool="compare_strategies")
+    restarts.run_all([c for _, runs in rows for c in runs.values()], execute_in_own_process,
+                     tool="compare_strategies")
     summary = table(rows, task, FLAGS.baseline)
     both = [runs for name, runs in rows if STRATEGIES[name][:2] == (True, True)]
     stack = (both[0] if both else rows[0][1])[seeds[0]]  # both phases: the budget of each

@@ -22,7 +22,7 @@ from kerasbert.errors import TrainingError
 from kerasbert.io_utils import atomic_write_json, read_json_object
 from kerasbert.metrics import improves
 from kerasbert.plugins import resolve_kind
-from kerasbert.training import run_state, optimization, precision
+from kerasbert.training import memory, run_state, optimization, precision
 from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
 from kerasbert.training.trajectory import recorder_for
 
@@ -162,6 +162,8 @@ class PhaseRunner:
         best, since_best, metrics = start.best, start.since_best, {}
         main_metric = self.task.main_metric
         every = config.save_checkpoints_steps
+        # The phase's own peak memory (history.csv), not an earlier phase's or run's.
+        measures_memory = memory.reset_peak_rss()
 
         def on_step(step, loss):
             with self.writer.as_default(step=step_offset + step):
@@ -213,6 +215,8 @@ class PhaseRunner:
                    "seconds": round(self.timer.seconds(), 1),
                    "eval_seconds": round(eval_seconds, 1),
                    "trained_parameters": self.trained_parameters[phase.name]}
+            if measures_memory:
+                row["peak_rss_mb"] = round(memory.peak_rss_mb(), 1)
             if train_accuracy is not None:
                 row["train_accuracy"] = round(train_accuracy, 6)
                 if "accuracy" in metrics:  # Wang et al.'s overfitting signal

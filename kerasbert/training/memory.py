@@ -1,0 +1,31 @@
+"""The process's peak resident memory during a training phase (history.csv's peak_rss_mb).
+
+Linux keeps a high-water mark of the resident set (VmHWM in /proc/self/status); writing 5
+to /proc/self/clear_refs resets it to the current resident set, so a phase's own peak can
+be read even when several runs share one process (tools/compare_strategies.py runs every
+strategy and seed in one). Where there is no procfs (macOS) the mark cannot be reset and
+the peak is not recorded: None, and the column stays empty.
+"""
+
+
+def reset_peak_rss():
+    """Starts a new high-water mark at the current resident set; False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb():
+    """The resident set's high-water mark in MiB since the last reset (or process start);
+    None where /proc/self/status does not give it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
