@@ -101,24 +101,21 @@ def generate_conll(path, megabytes, seed=0):
     return sentences
 
 
-def _status_kb(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def reset_peak():
     """Resets the peak-RSS mark (Linux >= 4.0), so the imports' own peak (TF loading its
-    libraries) does not hide what the reader adds; returns the RSS now, in KB."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    return _status_kb("VmRSS")
+    libraries) does not hide what the reader adds; returns the RSS now, in MiB."""
+    from kerasbert.training import memory
+
+    if not memory.reset_peak_rss() or memory.rss_mb() is None:
+        raise RuntimeError("needs Linux's /proc/self/clear_refs and /proc/self/status")
+    return memory.rss_mb()
 
 
-def peak_kb():
-    return _status_kb("VmHWM")
+def peak_above(base):
+    """MiB of the peak-RSS mark above `base` (reset_peak's RSS)."""
+    from kerasbert.training import memory
+
+    return round(memory.peak_rss_mb() - base, 1)
 
 
 def measure_epoch(path, rows, shuffle_buffer_size):
@@ -139,8 +136,8 @@ def measure_epoch(path, rows, shuffle_buffer_size):
     assert seen == rows == train.num_rows, (seen, rows, train.num_rows)
     return {"mode": "epoch_stream", "rows": rows,
             "file_mb": round(os.path.getsize(path) / 2**20, 1),
-            "baseline_mb": round(base / 1024, 1),
-            "peak_above_baseline_mb": round((peak_kb() - base) / 1024, 1),
+            "baseline_mb": round(base, 1),
+            "peak_above_baseline_mb": peak_above(base),
             "counting_seconds": round(counted - start, 1),
             "epoch_rows_per_second": round(rows / (time.perf_counter() - counted)),
             "seconds": round(time.perf_counter() - start, 1)}
@@ -173,8 +170,8 @@ def measure_training(mode, path, rows, shuffle_buffer_size, steps=5, task="sst2"
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return {"mode": mode, "task": task, "rows": rows,
-            "file_mb": round(os.path.getsize(path) / 2**20, 1), "steps": trained_steps, "baseline_mb": round(base / 1024, 1),
-            "peak_above_baseline_mb": round((peak_kb() - base) / 1024, 1),
+            "file_mb": round(os.path.getsize(path) / 2**20, 1), "steps": trained_steps, "baseline_mb": round(base, 1),
+            "peak_above_baseline_mb": peak_above(base),
             "seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -202,8 +199,8 @@ def measure(mode, path, featurize_rows):
         features = task.featurize(examples, tokenizer, 128)
         rows = len(features.inputs["token_ids"])
     return {"mode": mode, "rows": rows, "file_mb": round(os.path.getsize(path) / 2**20, 1),
-            "baseline_mb": round(base / 1024, 1),
-            "peak_above_baseline_mb": round((peak_kb() - base) / 1024, 1),
+            "baseline_mb": round(base, 1),
+            "peak_above_baseline_mb": peak_above(base),
             "seconds": round(time.perf_counter() - start, 1)}
 
 

@@ -21,10 +21,19 @@ def reset_peak_rss():
 def peak_rss_mb():
     """The resident set's high-water mark in MiB since the last reset (or process start);
     None where /proc/self/status does not give it."""
+    return _status_mb("VmHWM")
+
+
+def rss_mb():
+    """The resident set now, in MiB; None where /proc/self/status does not give it."""
+    return _status_mb("VmRSS")
+
+
+def _status_mb(field):
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024  # kB
     except OSError:
         pass

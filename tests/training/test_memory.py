@@ -20,3 +20,4 @@ def test_the_peak_follows_an_allocation_and_a_reset_forgets_it():
     assert memory.peak_rss_mb() == pytest.approx(grown, abs=4)
     assert memory.reset_peak_rss()
     assert memory.peak_rss_mb() < grown - 200  # a new mark at the resident set of now
+    assert memory.rss_mb() == pytest.approx(memory.peak_rss_mb(), abs=4)
