@@ -214,7 +214,8 @@ def main(argv):
               f"{stack.frozen_epochs:g} (lr {stack.frozen_learning_rate:g}), fine-tune epochs "
               f"{stack.num_train_epochs:g} (lr {stack.learning_rate:g}).{peft_note}\n\n")
     text = header + restarts.markdown(summary, row_header="strategy",
-                                      extra=cost_columns(costs(rows)))
+                                      extra=cost_columns(
+                                          {row["label"]: row for row in summary["rows"]}))
     restarts.write_outputs(base.output_dir, "comparison", {task.name: summary}, text,
                            restarts.command_line(), restarts.experiment(stack, seeds))
     from kerasbert.analysis.plots import plot_curves
