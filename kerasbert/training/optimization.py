@@ -56,8 +56,18 @@ class FusedAdamW(keras.optimizers.AdamW):
     the step, as Keras applies it first) and `ResourceApplyAdam`, TF's kernel of the same
     update Keras computes (m ← m + (g − m)(1 − β1), v likewise with g², w ← w −
     lr·√(1 − β2ᵗ)/(1 − β1ᵗ) · m/(√v + ε)); the β powers are computed once per step.
-    Dense gradients only: sparse ones (IndexedSlices) and a TPU strategy take Keras' own
-    path. Same variables as Keras' AdamW, so checkpoints are interchangeable.
+    A TPU strategy and amsgrad take Keras' own path. Same variables as Keras' AdamW, so
+    checkpoints are interchangeable.
+
+    Two places where it differs from Keras' AdamW, both to take the step of Adam's
+    Algorithm 1, as PyTorch's AdamW (HuggingFace) takes it:
+    - ε is added to the bias-corrected √v̂, not to √v: Keras' form is ε/√(1 − β2ᵗ) in
+      these terms, 32× larger at the first step (3e-5 for ε 1e-6), still 2× at step ~290,
+      large against the √v̂ of the many small gradients early in fine-tuning. Both paths
+      are given ε·√(1 − β2ᵗ), which is the same thing in Keras' formula.
+    - A sparse gradient (`tf.IndexedSlices`, an embedding's) is summed into a dense one
+      first: Keras applies it row by row, the moments' decay and g² once per repeat of
+      an id, so a token seen 100 times in a batch gets v = Σ g_i² instead of (Σ g_i)².
     """
 
     def _fused(self):
@@ -77,12 +87,22 @@ class FusedAdamW(keras.optimizers.AdamW):
         finally:
             self._step_powers = None
 
+    def _step_epsilon(self):
+        """ε on √v̂ (Adam's Algorithm 1) written as the ε of Keras' and TF's √v form."""
+        return self.epsilon * tf.sqrt(1.0 - self._step_powers[1])
+
     def update_step(self, gradient, variable, learning_rate):
+        if isinstance(gradient, tf.IndexedSlices):  # repeats summed (see the class doc)
+            gradient = tf.convert_to_tensor(gradient)
         fused = self._fused()
         if fused and self._use_weight_decay(variable):  # else Keras' _apply_weight_decay did
             self._decay(variable, learning_rate)
-        if not fused or isinstance(gradient, tf.IndexedSlices) or self.amsgrad:
-            return super().update_step(gradient, variable, learning_rate)
+        if not fused or self.amsgrad:
+            epsilon, self.epsilon = self.epsilon, self._step_epsilon()
+            try:  # Keras reads self.epsilon while it builds this variable's update
+                return super().update_step(gradient, variable, learning_rate)
+            finally:
+                self.epsilon = epsilon
         dtype = variable.dtype
         lr = tf.cast(learning_rate, dtype)
         index = self._get_variable_index(variable)
@@ -92,7 +112,7 @@ class FusedAdamW(keras.optimizers.AdamW):
             var=_handle(variable), m=_handle(m), v=_handle(v),
             beta1_power=beta_1_power, beta2_power=beta_2_power, lr=lr,
             beta1=tf.cast(self.beta_1, dtype), beta2=tf.cast(self.beta_2, dtype),
-            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype),
+            epsilon=tf.cast(self._step_epsilon(), dtype), grad=tf.cast(gradient, dtype),
             use_locking=False)
 
     def _decay(self, variable, learning_rate):
