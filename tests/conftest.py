@@ -1,6 +1,11 @@
+import importlib.util
+import json
 import os
+import shutil
 
 import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Quiet TF's C++ start-up chatter in test logs; keep the tests on the CPU.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -61,3 +66,24 @@ def interrupt_after_save(monkeypatch):
         return lambda: monkeypatch.setattr(run_state.RunState, "save", original)
 
     return arm
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """A random 2-layer, hidden-32 BERT as a HuggingFace folder on the sample vocabulary
+    (so that the bundled samples are not all [UNK]), as tests/model makes them: the
+    checkpoint of the tools/parity.py and tools/lockstep.py tests."""
+    from safetensors.numpy import save_file
+
+    spec = importlib.util.spec_from_file_location(
+        "test_encoders_helpers", os.path.join(ROOT, "tests", "model", "test_encoders.py"))
+    encoders = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(encoders)
+    folder = tmp_path_factory.mktemp("tiny_hf")
+    vocab = os.path.join(ROOT, "kerasbert", "data", "sample_vocab.txt")
+    with open(vocab, encoding="utf-8") as f:
+        size = sum(1 for _ in f)
+    save_file(encoders.hf_weights(vocab=size, positions=64), str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(encoders.hf_config(vocab=size, positions=64)))
+    shutil.copy(vocab, folder / "vocab.txt")
+    return str(folder)

@@ -25,23 +25,6 @@ parity = _load("tools/parity.py", "parity")
 parity_hf = _load("tools/parity_hf.py", "parity_hf")
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    """A random 2-layer, hidden-32 BERT as a HuggingFace folder on the sample vocabulary
-    (so that the bundled samples are not all [UNK]), as tests/model makes them."""
-    from safetensors.numpy import save_file
-
-    encoders = _load("tests/model/test_encoders.py", "test_encoders_helpers")
-    folder = tmp_path_factory.mktemp("tiny_hf")
-    vocab = os.path.join(ROOT, "kerasbert", "data", "sample_vocab.txt")
-    with open(vocab, encoding="utf-8") as f:
-        size = sum(1 for _ in f)
-    save_file(encoders.hf_weights(vocab=size, positions=64), str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(encoders.hf_config(vocab=size, positions=64)))
-    shutil.copy(vocab, folder / "vocab.txt")
-    return str(folder)
-
-
 # --- arithmetic ----------------------------------------------------------------------------
 
 def test_describe_gives_mean_sample_std_and_range():

@@ -153,6 +153,36 @@ def predictions(torch, kind, feats, output, outside):
             for i, f in enumerate(feats)]
 
 
+def adamw(torch, model, spec, total, warmup):
+    """(AdamW, schedule): kerasbert's recipe the PyTorch way, no weight decay on biases and
+    LayerNorm, linear warmup over `warmup` of `total` steps then linear decay to 0."""
+    from transformers import get_linear_schedule_with_warmup
+
+    named = list(model.named_parameters())
+
+    def no_decay(name):
+        return name.endswith("bias") or "LayerNorm" in name
+
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": spec["weight_decay"]},
+         {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}],
+        lr=spec["learning_rate"], betas=(0.9, 0.999), eps=1e-6)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total)
+
+
+def train_step(torch, model, batch, optimizer, schedule, loss_of=None):
+    """One step on `batch` (its labels included): the model's own loss (or `loss_of(model,
+    batch)`), global-norm clipping at 1.0, the optimizer and schedule steps. Returns the
+    loss."""
+    loss = model(**batch).loss if loss_of is None else loss_of(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
 def main(spec_path):
     import torch
     import transformers
@@ -162,7 +192,6 @@ def main(spec_path):
         BertForSequenceClassification,
         BertForTokenClassification,
         BertTokenizer,
-        get_linear_schedule_with_warmup,
     )
 
     with open(spec_path, encoding="utf-8") as f:
@@ -190,20 +219,11 @@ def main(spec_path):
         model = BertForSequenceClassification.from_pretrained(
             checkpoint, num_labels=spec["num_labels"],
             problem_type="regression" if kind == "regression" else None)
-    named = list(model.named_parameters())
-
-    def no_decay(name):
-        return name.endswith("bias") or "LayerNorm" in name
-
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": spec["weight_decay"]},
-         {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}],
-        lr=spec["learning_rate"], betas=(0.9, 0.999), eps=1e-6)
     size = spec["train_batch_size"]
     per_epoch = math.ceil(len(train) / size)  # kerasbert's count: a partial batch is a step
     total = math.ceil(per_epoch * spec["num_train_epochs"])
     warmup = int(total * spec["warmup_proportion"])
-    schedule = get_linear_schedule_with_warmup(optimizer, warmup, total)
+    optimizer, schedule = adamw(torch, model, spec, total, warmup)
     order = torch.Generator().manual_seed(seed)
     outside = spec.get("outside_label", 0)
     train_seconds = eval_seconds = 0.0
@@ -216,13 +236,7 @@ def main(spec_path):
         for step in range(steps):
             batch = collate(torch, [train[i] for i in shuffled[step * size: (step + 1) * size]],
                             kind, tokenizer.pad_token_id)
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum += loss.item()
+            loss_sum += train_step(torch, model, batch, optimizer, schedule)
         losses.append(loss_sum / max(steps, 1))
         train_seconds += time.perf_counter() - started
         started = time.perf_counter()

@@ -1,0 +1,77 @@
+"""tools/lockstep.py: its comparison on hand-made losses, its flag errors, and under `large`
+both sides on a tiny HuggingFace checkpoint: in step where the recipes are the same, apart
+where they are known to differ."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_PYTHON = os.environ.get("KERASBERT_TORCH_PYTHON", "/work/venv-torch/bin/python")
+
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+lockstep = _load("tools/lockstep.py", "lockstep")
+
+
+def test_compare_names_the_first_step_that_parts():
+    ours = [2.0, 1.5, 1.2, 0.5, 0.4]
+    theirs = [2.0, 1.5 + 1e-5, 1.2 + 5e-4, 0.5, 0.4 + 2e-4]
+    rows, parted = lockstep.compare(ours, theirs, tolerance=1e-4)
+    # |d| ≤ 1e-4 · max(1, |HF|): step 1 (1e-5 ≤ 1.5e-4) agrees, step 2 (5e-4 > 1.2e-4) not;
+    # step 4's loss is below 1, so its bound is 1e-4 and 2e-4 parts too.
+    assert [r["agrees"] for r in rows] == [True, True, False, True, False]
+    assert parted == 2
+    assert rows[2]["difference"] == pytest.approx(5e-4)
+    text = lockstep.markdown(rows, parted, "header")
+    assert "part at step 2" in text and "| 2 | 1.200000 | 1.200500 | 5.0e-04 ✗ |" in text
+    assert lockstep.compare(ours, ours, 1e-4)[1] is None
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--task=nosuch"], "--task=nosuch: unknown task"),
+    (["--task=sst2", "--steps=0"], "--steps=0: must be positive"),
+    (["--task=sst2", "--data_dir=/no/such/dir"], "--data_dir=/no/such/dir: no such folder"),
+    (["--task=sst2", "--torch_python=/no/python"], "--torch_python=/no/python: not an interpreter"),
+])
+def test_bad_flags_are_one_line_errors_before_anything_is_written(tmp_path, capsys, flags,
+                                                                   message):
+    out = tmp_path / "out"
+    base = ["--torch_python=/no/python", f"--output_dir={out}"]
+    assert lockstep.main(base + flags) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("lockstep: error: ") and message in err[0]
+    assert not out.exists()
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("task_name, flags, agrees", [
+    ("sst2", [], True),
+    ("stsb", [], True),
+    ("conll2003", [], True),  # token_mean, HuggingFace's reduction
+    ("conll2003", ["--tagging_loss=sentence_mean"], False),  # a known difference: found
+    ("swag", [], True),
+    ("squad_v1", ["--max_seq_length=64", "--max_query_length=16", "--doc_stride=16"], True),  # padding left out of HF's softmax too
+])
+def test_both_sides_take_the_same_steps_on_a_tiny_checkpoint(tmp_path, capsys, tiny_checkpoint,
+                                                             task_name, flags, agrees):
+    if not os.path.isfile(TORCH_PYTHON):
+        pytest.skip(f"no torch interpreter at {TORCH_PYTHON} (set KERASBERT_TORCH_PYTHON)")
+    code = lockstep.main([f"--task={task_name}", f"--init_checkpoint={tiny_checkpoint}", "--steps=6",
+                          "--learning_rate=1e-3", "--train_batch_size=8", *flags,
+                          f"--torch_python={TORCH_PYTHON}", f"--output_dir={tmp_path / 'out'}"])
+    report = json.loads((tmp_path / "out" / "lockstep.json").read_text())
+    assert len(report["steps"]) == 6
+    if agrees:
+        assert code == 0 and report["first_parted"] is None, capsys.readouterr().out
+    else:  # a per-sentence mean is another loss from the first batch on
+        assert code == 1 and report["first_parted"] == 0
+        assert "part at step 0" in (tmp_path / "out" / "lockstep.md").read_text()
