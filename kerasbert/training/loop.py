@@ -97,7 +97,7 @@ class Trainer:
             loss = tf.nn.compute_average_loss(
                 per_example, global_batch_size=global_batch_size)
             scaled = loss if scale is None else loss * scale
-        grads = dense_gradients(tape.gradient(scaled, variables))
+        grads = tape.gradient(scaled, variables)
         return loss, grads, self.kind.correct_count(labels, outputs)
 
     def _replica_gradients(self, inputs, labels, scale=None):
@@ -138,6 +138,8 @@ class Trainer:
                 (tf.constant(0), tf.constant(0.0), tf.constant(0.0), zeros),
                 parallel_iterations=1)
             grads = [g if keep else None for g, keep in zip(grads, reaches_output)]
+        # Here, not in _loss_and_gradients: a subclass's loss (pre-training's) gets it too.
+        grads = dense_gradients(grads)
         if scale is not None:
             grads = [None if g is None else g / scale for g in grads]
         count = tf.cast(tf.shape(labels)[0], tf.float32)

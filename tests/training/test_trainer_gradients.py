@@ -57,3 +57,29 @@ def test_a_training_step_clips_the_summed_embedding_gradient():
     for v, w0, g in zip(variables, before, grads):
         np.testing.assert_allclose(v.numpy() - w0, -g.numpy() * clip / norm,
                                    rtol=1e-4, atol=1e-7, err_msg=v.path)
+
+
+def test_a_subclass_loss_gets_summed_gradients_too():
+    """Pre-training's Trainer brings its own _loss_and_gradients: what it returns is summed
+    by the shared step all the same."""
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+        max_sequence_length=8)
+    model = TaskModel(backbone, ClsClassifier(2))
+    inputs = {"token_ids": tf.constant([[2, 5, 5, 3]]), "segment_ids": tf.zeros([1, 4], tf.int32),
+              "padding_mask": tf.ones([1, 4], tf.int32)}
+    model(inputs)
+
+    class OwnLoss(Trainer):
+        def _loss_and_gradients(self, inputs, labels, variables, scale, global_batch_size):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(self.model(inputs)) * 0.0 + tf.reduce_sum(
+                    tf.gather(backbone.token_embedding.embeddings, [5, 5, 3]))
+            return loss, tape.gradient(loss, variables), tf.constant(0.0)
+
+    trainer = OwnLoss(model, "classification", tf.distribute.get_strategy(), None)
+    _, _, _, grads = trainer._replica_gradients(inputs, tf.constant([0]))
+    table = dict(zip([v.path for v in model.trainable_variables], grads))
+    grad = table["token_embedding/embeddings"]
+    assert not isinstance(grad, tf.IndexedSlices)
+    np.testing.assert_array_equal(grad.numpy()[[5, 3]], [[2.0] * 8, [1.0] * 8])
