@@ -59,13 +59,15 @@ def test_bad_flags_are_one_line_errors_before_anything_is_written(tmp_path, caps
     ("conll2003", [], True),  # token_mean, HuggingFace's reduction
     ("conll2003", ["--tagging_loss=sentence_mean"], False),  # a known difference: found
     ("swag", [], True),
-    ("squad_v1", ["--max_seq_length=64", "--max_query_length=16", "--doc_stride=16"], True),  # padding left out of HF's softmax too
+    # SQuAD: the reference leaves padding out of its softmax too
+    ("squad_v1", ["--max_seq_length=64", "--max_query_length=16", "--doc_stride=16"], True),
 ])
 def test_both_sides_take_the_same_steps_on_a_tiny_checkpoint(tmp_path, capsys, tiny_checkpoint,
                                                              task_name, flags, agrees):
     if not os.path.isfile(TORCH_PYTHON):
         pytest.skip(f"no torch interpreter at {TORCH_PYTHON} (set KERASBERT_TORCH_PYTHON)")
-    code = lockstep.main([f"--task={task_name}", f"--init_checkpoint={tiny_checkpoint}", "--steps=6",
+    code = lockstep.main([f"--task={task_name}", f"--init_checkpoint={tiny_checkpoint}",
+                          "--steps=6",
                           "--learning_rate=1e-3", "--train_batch_size=8", *flags,
                           f"--torch_python={TORCH_PYTHON}", f"--output_dir={tmp_path / 'out'}"])
     report = json.loads((tmp_path / "out" / "lockstep.json").read_text())

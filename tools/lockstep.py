@@ -198,8 +198,8 @@ def main(argv=None):
     try:
         check_args(args, registry)
         task, kind, config, model, tokenizer, strategy, batches = build(args, registry)
-        match = checkpoint.match_head(checkpoint.TrainedRun(config, task, model, tokenizer,
-                                                            None))
+        initial = checkpoint.TrainedRun(config, task, model, tokenizer, run_dir=None)
+        match = checkpoint.match_head(initial)
         if match.hf_class is None:
             raise LockstepError(f"--task={args.task}: {match.note}")
     except (LockstepError, InputError) as e:
@@ -209,8 +209,7 @@ def main(argv=None):
     folder = os.path.join(args.output_dir, "hf_initial")
     os.makedirs(folder, exist_ok=True)
     # Before any step: the HF side starts from these weights, the new head included.
-    checkpoint.write_huggingface(checkpoint.TrainedRun(config, task, model, tokenizer, None),
-                                 folder, match)
+    checkpoint.write_huggingface(initial, folder, match)
     arrays = {}
     for step, (inputs, labels) in enumerate(batches):
         arrays.update({f"{k}_{step}": v.numpy() for k, v in inputs.items()})
