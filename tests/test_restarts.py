@@ -270,6 +270,35 @@ def test_ner_table_bootstraps_over_seeds_and_sentences(tmp_path):
     assert tool.table(rows, task)["interval_method"] == "t"
 
 
+def test_ner_table_crf_rows_vary_head_context_and_learning_rate(tmp_path):
+    tool = _tool("ner_table")
+    task = plugins.registry().task("conll2003")
+    base = RunConfig(task="conll2003", output_dir=str(tmp_path / "ner"), num_train_epochs=1.0,
+                     learning_rate=5e-5, frozen_learning_rate=1e-3,
+                     feature_cache_dir=str(tmp_path / "cache"))
+    flags_of = {"bilstm_crf": {"bilstm_crf_lstm_units": 16, "bilstm_crf_frozen": False},
+                "tagger_crf": {"tagger_crf_constraints": "none"}}
+    rows = tool.plan(base, task, [1, 2], tool.crf_rows("max"), flags_of)
+    assert [label for label, _ in rows] == [
+        "Softmax tagger", "tagger_crf", "Softmax tagger, context max", "tagger_crf, context max",
+        "Feature-based: bilstm_crf (frozen)"]
+    configs = [runs[2] for _, runs in rows]
+    assert [(c.head, c.document_context, c.learning_rate) for c in configs] == [
+        ("tagger", "0", 5e-5), ("tagger_crf", "0", 5e-5), ("tagger", "max", 5e-5),
+        ("tagger_crf", "max", 5e-5), ("bilstm_crf", "0", 1e-3)]
+    assert [c.feature_cache_dir for c in configs] == [None] * 4 + [str(tmp_path / "cache")]
+    # the row's own option wins over the head's flag; the other flags pass through
+    assert configs[4].head_options == {"bilstm_crf_lstm_units": 16, "bilstm_crf_frozen": True}
+    assert configs[1].head_options == {"tagger_crf_constraints": "none"}
+    assert configs[3].output_dir == str(tmp_path / "ner" / "tagger_crf-context-max" / "seed-2")
+    assert len({c.output_dir for _, runs in rows for c in runs.values()}) == 10
+
+
+def test_ner_table_crf_rows_need_document_context():
+    with pytest.raises(InputError, match="--document_context must be N > 0 or max"):
+        _tool("ner_table").crf_rows("0")
+
+
 # --- the sweep: --seeds, and its restarts table ---------------------------------------------
 
 def test_sweep_takes_seeds_and_writes_the_restarts_table(tmp_path):

@@ -77,6 +77,30 @@ def test_compare_strategies_runs_each_run_in_its_own_process_and_reports_its_err
 
 
 @pytest.mark.large
+def test_ner_table_crf_rows_train_each_variant(tmp_path):
+    out = tmp_path / "ner-crf"
+    _tool("ner_table.py", "--ner_rows=crf", "--document_context=max", "--num_train_epochs=1",
+          "--bilstm_crf_lstm_units=8", f"--feature_cache_dir={tmp_path / 'cache'}",
+          f"--output_dir={out}")
+    rows = json.loads((out / "table.json").read_text())["tables"]["conll2003"]["rows"]
+    assert [r["label"] for r in rows] == [
+        "Softmax tagger", "tagger_crf", "Softmax tagger, context max", "tagger_crf, context max",
+        "Feature-based: bilstm_crf (frozen)"]
+    saved = json.loads((out / "bilstm_crf-frozen" / "seed-42" / "run_config.json").read_text())
+    assert saved["head"] == "bilstm_crf" and saved["head_options"]["bilstm_crf_frozen"] is True
+    context = json.loads((out / "tagger_crf-context-max" / "seed-42" / "run_config.json")
+                         .read_text())
+    assert context["document_context"] == "max"
+    assert os.listdir(tmp_path / "cache")  # the frozen row's encoder layers were cached
+    # context rows belong to --ner_rows=crf only: refused before any run
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "ner_table.py"), *TINY,
+                             "--document_context=8", f"--output_dir={tmp_path / 't7'}"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and not (tmp_path / "t7").exists()
+    assert "--document_context: only --ner_rows=crf has context rows" in result.stderr
+
+
+@pytest.mark.large
 def test_ner_table_has_fine_tuning_and_the_six_layer_choices(tmp_path):
     out = tmp_path / "ner"
     _tool("ner_table.py", "--num_train_epochs=1", "--feature_bilstm_lstm_units=8",

@@ -25,9 +25,7 @@ highest of its phases, each phase's high-water mark reset at its start; mean ove
 each run has a process of its own), so the dev metric can be read against the cost.
 """
 
-import concurrent.futures
 import dataclasses
-import multiprocessing
 import os
 import sys
 
@@ -167,20 +165,6 @@ def table(rows, task, baseline=None):
     return summary
 
 
-def execute_in_own_process(config):
-    """One run in a fresh interpreter (spawned), so that its peak memory is its own: in one
-    process, every finished MiniLM run leaves ~290 MB that TensorFlow does not free (its
-    traced training step, measured 2026-12-02), and later rows would look heavier.
-    An error in the run is raised here, as if the run were in this process."""
-    spawn = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
-        return pool.submit(_execute, config).result()
-
-
-def _execute(config):
-    return run_lib.execute(config, plugins.registry())
-
-
 def main(argv):
     if len(argv) > 1:
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -192,8 +176,8 @@ def main(argv):
     rows = plan(base, task, seeds, chosen_strategies(FLAGS.strategies),
                 FLAGS.peft_learning_rate)
     restarts.baseline_label([name for name, _ in rows], FLAGS.baseline)  # checked first
-    restarts.run_all([c for _, runs in rows for c in runs.values()], execute_in_own_process,
-                     tool="compare_strategies")
+    restarts.run_all([c for _, runs in rows for c in runs.values()],
+                     run_lib.execute_in_own_process, tool="compare_strategies")
     summary = table(rows, task, FLAGS.baseline)
     both = [runs for name, runs in rows if STRATEGIES[name][:2] == (True, True)]
     stack = (both[0] if both else rows[0][1])[seeds[0]]  # both phases: the budget of each

@@ -100,7 +100,7 @@ def main(argv):
     rows = plan_seeds(plan_grid(base, FLAGS.sizes), task, seeds)
     restarts.baseline_label([label for label, _ in rows], FLAGS.baseline)
     restarts.run_all([c for _, runs in rows for c in runs.values()],
-                     lambda c: run_lib.execute(c, registry), tool="model_size_grid")
+                     run_lib.execute_in_own_process, tool="model_size_grid")
     write_outputs(base.output_dir, task, rows, seeds, FLAGS.baseline)
     return 0
 

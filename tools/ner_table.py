@@ -1,48 +1,100 @@
-"""BERT's Table 7 on CoNLL-2003: fine-tuning vs the six feature-based layer choices, over
-seeds.
+"""BERT's Table 7 on CoNLL-2003 (fine-tuning vs the six feature-based layer choices), or
+the CRF and document-context table, over seeds.
 
     python tools/ner_table.py --data_dir=../shared/data/conll2003 --max_train_examples=2000 \
         --num_train_epochs=3 --seeds=1,2,3 --output_dir=runs/ner-table
+    python tools/ner_table.py --ner_rows=crf --document_context=64 --feature_cache_dir=cache/ \
+        --data_dir=../shared/data/conll2003 --max_train_examples=2000 --seeds=1,2,3 \
+        --output_dir=runs/ner-crf-table
 
 Takes every `kerasbert.main` flag; --learning_rate applies to fine-tuning and
---frozen_learning_rate to the feature-based runs (a new BiLSTM wants a larger one). Runs
-fine-tuning (the `tagger` head) and `feature_bilstm` with each layer choice on the same
-data and, seed by seed, the same seed; each (approach, seed) is an ordinary kerasbert run in
-`<output_dir>/<tagger or layer choice>/seed-<n>/`, reused when finished (an unfinished one
-resumes). Writes `table.md` and `table.json`: per approach n, mean ± sample std, min–max and
-a 95% bootstrap interval of dev F1 over seeds and dev sentences (from each run's
-valid_predictions.txt), and the paired difference to --baseline (default fine-tuning).
+--frozen_learning_rate to the feature-based runs (a new BiLSTM wants a larger one).
+--ner_rows picks the rows:
+- `table7` (default): fine-tuning (the `tagger` head) and `feature_bilstm` with each layer
+  choice;
+- `crf`: the softmax `tagger` and `tagger_crf`, each alone and with --document_context
+  (N or max, required), and the feature-based `bilstm_crf` on the frozen encoder (its
+  --bilstm_crf_* flags; --feature_cache_dir computes the encoder's layers once).
+Every row runs on the same data and, seed by seed, the same seed; each (row, seed) is an
+ordinary kerasbert run in `<output_dir>/<row>/seed-<n>/` (in a process of its own), reused
+when finished (an unfinished one resumes). Writes `table.md` and `table.json`: per row n,
+mean ± sample std, min–max and a 95% bootstrap interval of dev F1 over seeds and dev
+sentences (from each run's valid_predictions.txt), and the paired difference to --baseline
+(default the first row).
 """
 
 import dataclasses
 import os
 import sys
 
+from absl import flags
 
 from kerasbert import main as kb_main
 from kerasbert import plugins, restarts
 from kerasbert import run as run_lib
-from kerasbert.config import RunConfig
+from kerasbert.config import RunConfig, uses_document_context
 from kerasbert.errors import InputError
 from kerasbert.heads.feature_bilstm import LAYER_CHOICES
 
 FLAGS = kb_main.FLAGS
-ROWS = [("Fine-tuning", "tagger", None)] + [
-    (f"Feature-based: {layers}", "feature_bilstm", layers) for layers in LAYER_CHOICES]
+if "ner_rows" not in FLAGS:  # loaded twice in one process (tests): defined once
+    flags.DEFINE_enum("ner_rows", "table7", ["table7", "crf"],
+                      "table7: fine-tuning vs the six feature-based layer choices (BERT Table "
+                      "7); crf: softmax tagger vs tagger_crf, without and with "
+                      "--document_context, and the feature-based bilstm_crf.")
 
 
-def plan(base, task, seeds):
-    """[(approach, {seed: run config})], every config resolved."""
-    rows = []
-    for label, head, layers in ROWS:
-        folder = os.path.join(base.output_dir, head if layers is None else layers)
-        options = dict(base.head_options, feature_bilstm_layers=layers) if layers else {}
-        rows.append((label, {seed: dataclasses.replace(
-            base, head=head, output_dir=restarts.seed_folder(folder, seed), seed=seed,
+@dataclasses.dataclass(frozen=True)
+class Row:
+    label: str
+    folder: str  # under --output_dir
+    head: str
+    feature_based: bool = False  # the encoder stays frozen: --frozen_learning_rate
+    options: tuple = ()  # (head option, value) pairs over the head's own flags
+    document_context: str = "0"
+
+
+def table7_rows():
+    return [Row("Fine-tuning", "tagger", "tagger")] + [
+        Row(f"Feature-based: {layers}", layers, "feature_bilstm", True,
+            (("feature_bilstm_layers", layers),)) for layers in LAYER_CHOICES]
+
+
+def crf_rows(context):
+    """Issue #22's comparison: what a CRF adds, what document context adds, and both."""
+    if context in ("", "0"):
+        raise InputError("--ner_rows=crf: --document_context must be N > 0 or max (the "
+                         "context rows use it)")
+    return [
+        Row("Softmax tagger", "tagger", "tagger"),
+        Row("tagger_crf", "tagger_crf", "tagger_crf"),
+        Row(f"Softmax tagger, context {context}", f"tagger-context-{context}", "tagger",
+            document_context=context),
+        Row(f"tagger_crf, context {context}", f"tagger_crf-context-{context}", "tagger_crf",
+            document_context=context),
+        Row("Feature-based: bilstm_crf (frozen)", "bilstm_crf-frozen", "bilstm_crf", True,
+            (("bilstm_crf_frozen", True),)),
+    ]
+
+
+def plan(base, task, seeds, rows=None, head_flags=None):
+    """[(row label, {seed: run config})], every config resolved. `head_flags`: head name ->
+    its own flag values (kerasbert.main.head_options), under each row's options."""
+    rows = table7_rows() if rows is None else rows
+    head_flags = head_flags or {}
+    planned = []
+    for row in rows:
+        folder = os.path.join(base.output_dir, row.folder)
+        options = dict(head_flags.get(row.head, {}), **dict(row.options))
+        planned.append((row.label, {seed: dataclasses.replace(
+            base, head=row.head, output_dir=restarts.seed_folder(folder, seed), seed=seed,
             overwrite_output_dir=False, head_options=options,
-            learning_rate=base.learning_rate if layers is None else base.frozen_learning_rate,
+            document_context=row.document_context,
+            # only a frozen encoder's layers can be cached (a fine-tuning run refuses the flag)
+            feature_cache_dir=base.feature_cache_dir if row.feature_based else None,
+            learning_rate=base.frozen_learning_rate if row.feature_based else base.learning_rate,
         ).resolved(task) for seed in seeds}))
-    return rows
+    return planned
 
 
 def table(rows, task, baseline=None):
@@ -58,16 +110,27 @@ def main(argv):
     FLAGS.task = "conll2003"
     registry = plugins.registry()
     task = registry.task("conll2003")
-    base = RunConfig.from_flags(FLAGS, kb_main.head_options(FLAGS, "feature_bilstm"))
+    base = RunConfig.from_flags(FLAGS, {})
+    if FLAGS.ner_rows == "crf":
+        chosen = crf_rows(str(FLAGS.document_context))
+    else:
+        if uses_document_context(base):
+            raise InputError("--document_context: only --ner_rows=crf has context rows")
+        chosen = table7_rows()
+    head_flags = {row.head: kb_main.head_options(FLAGS, row.head, registry.heads)
+                  for row in chosen}
     seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
-    rows = plan(base, task, seeds)
+    rows = plan(base, task, seeds, chosen, head_flags)
     restarts.baseline_label([label for label, _ in rows], FLAGS.baseline)
     restarts.run_all([c for _, runs in rows for c in runs.values()],
-                     lambda c: run_lib.execute(c, registry), tool="ner_table")
+                     run_lib.execute_in_own_process, tool="ner_table")
     summary = table(rows, task, FLAGS.baseline)
-    tuned, frozen = rows[0][1][seeds[0]], rows[1][1][seeds[0]]
-    header = (f"### CoNLL-2003 (BERT Table 7): fine-tuning vs feature-based, seeds "
-              f"{', '.join(map(str, seeds))}\n\n"
+    by_label = {label: runs[seeds[0]] for label, runs in rows}
+    tuned = next(by_label[r.label] for r in chosen if not r.feature_based)
+    frozen = next(by_label[r.label] for r in chosen if r.feature_based)
+    title = ("CoNLL-2003 (BERT Table 7): fine-tuning vs feature-based" if FLAGS.ner_rows ==
+             "table7" else "CoNLL-2003: softmax vs CRF, without and with document context")
+    header = (f"### {title}, seeds {', '.join(map(str, seeds))}\n\n"
               f"Data {tuned.data_dir or 'bundled sample'} (max_train_examples "
               f"{tuned.max_train_examples}); {tuned.num_train_epochs:g} epochs; fine-tuning "
               f"lr {tuned.learning_rate:g}, feature-based lr {frozen.learning_rate:g}.\n\n")
