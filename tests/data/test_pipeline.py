@@ -78,3 +78,13 @@ def test_tagging_labels_follow_their_rows():
     for batch_inputs, batch_labels in got:
         np.testing.assert_array_equal(batch_labels.numpy(), batch_inputs["token_ids"].numpy() * 10)
     assert sorted(b[0]["token_ids"].shape[1] for b in got) == [2, 4]  # {3,4}: 4, {1,2}: 2
+
+
+def test_batches_come_without_tf_data_autotuning():
+    """Its model thread made each epoch's end wait up to 60 s (pipeline.without_autotuning);
+    grouped or not, the training batches leave it off."""
+    inputs, labels = _rows([3, 5, 2, 8])
+    for group in (0, 2):
+        ds = pipeline.make_dataset(inputs, labels, 2, shuffle_seed=1, group_by_length=group)
+        assert ds.options().autotune.enabled is False
+        assert sorted(sum((rows for rows, _ in _batches(ds)), [])) == [0, 1, 2, 3]
