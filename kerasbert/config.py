@@ -345,7 +345,12 @@ class RunConfig:
 
 def uses_document_context(config) -> bool:
     """Whether --document_context asks for any context (N > 0, or max)."""
-    value = str(config.document_context)
+    return asks_for_context(config.document_context)
+
+
+def asks_for_context(value) -> bool:
+    """Whether a (validated) --document_context value asks for any context."""
+    value = str(value)
     return value == "max" or int(value) > 0
 
 

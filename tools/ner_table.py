@@ -32,7 +32,7 @@ from absl import flags
 from kerasbert import main as kb_main
 from kerasbert import plugins, restarts
 from kerasbert import run as run_lib
-from kerasbert.config import RunConfig, uses_document_context
+from kerasbert.config import RunConfig, asks_for_context, uses_document_context
 from kerasbert.errors import InputError
 from kerasbert.heads.feature_bilstm import LAYER_CHOICES
 
@@ -62,7 +62,7 @@ def table7_rows():
 
 def crf_rows(context):
     """Issue #22's comparison: what a CRF adds, what document context adds, and both."""
-    if context in ("", "0"):
+    if not asks_for_context(context):
         raise InputError("--ner_rows=crf: --document_context must be N > 0 or max (the "
                          "context rows use it)")
     return [
@@ -111,6 +111,7 @@ def main(argv):
     registry = plugins.registry()
     task = registry.task("conll2003")
     base = RunConfig.from_flags(FLAGS, {})
+    base.validate()  # --document_context's form, before the rows read it
     if FLAGS.ner_rows == "crf":
         chosen = crf_rows(str(FLAGS.document_context))
     else:
