@@ -41,7 +41,10 @@ MIRRORED = """
     two_losses, two_weights = T.train(mirrored)
     accumulated_losses, _ = T.train(mirrored, accumulation_steps=2)
     float16_losses, _ = T.train(mirrored, policy="mixed_float16")
+    from tensorflow.python.data.ops import multi_device_iterator_ops as m
     print(json.dumps({"one": one_losses.tolist(), "two": two_losses.tolist(),
+                      "device_datasets_wrapped": getattr(m._create_device_dataset,
+                                                         "kerasbert_wrapped", False),
                       "two_accumulated": accumulated_losses.tolist(),
                       "two_float16": float16_losses.tolist(),
                       "max_weight_diff": max(float(abs(a - b).max())
@@ -56,6 +59,9 @@ def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory():
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err[-3000:]
     result = json.loads(out.strip().splitlines()[-1])
+    # Two replicas read their batches through tf.data's per-device datasets, which the
+    # Trainer made without autotuning (tests/data/test_pipeline.py says why).
+    assert result["device_datasets_wrapped"]
     # Same global batch of 8: two replicas of 4, gradients summed, clipped globally.
     np.testing.assert_allclose(result["two"], result["one"], rtol=1e-5)
     assert result["max_weight_diff"] < 1e-5

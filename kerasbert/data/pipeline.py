@@ -7,6 +7,7 @@ changes no result: padded positions are masked out of attention and never read.
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.data.ops import multi_device_iterator_ops  # private: see below
 
 ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # Where the sequence axis is in inputs other than the ids (last axis): cached encoder
@@ -95,6 +96,28 @@ def without_autotuning(ds):
     options = tf.data.Options()
     options.autotune.enabled = False
     return ds.with_options(options)
+
+
+def device_datasets_without_autotuning():
+    """Makes the per-device datasets of a distributed dataset's iterator without
+    autotuning too (once per process; the Trainer calls it for several replicas).
+
+    Several replicas read a dataset through tf.data's MultiDeviceIterator, which builds a
+    dataset per device with default options, whatever ours say: each autotunes, and the
+    iterator's destruction at an epoch's end waited for their autotuning thread to wake
+    (20 s after the last step of every other 20 s epoch, two replicas on two virtual CPUs,
+    2026-12-02). TensorFlow has no option for those datasets, so its private function that
+    makes them is wrapped; tests/test_distribute.py fails on a TensorFlow where it moved.
+    """
+    make = getattr(multi_device_iterator_ops, "_create_device_dataset", None)
+    if make is None or getattr(make, "kerasbert_wrapped", False):
+        return
+
+    def make_without_autotuning(*args, **kwargs):
+        return without_autotuning(make(*args, **kwargs))
+
+    make_without_autotuning.kerasbert_wrapped = True
+    multi_device_iterator_ops._create_device_dataset = make_without_autotuning
 
 
 def dataset_of(features, batch_size, shuffle_seed=None, labels_per_token=False,

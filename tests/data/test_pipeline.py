@@ -88,3 +88,31 @@ def test_batches_come_without_tf_data_autotuning():
         ds = pipeline.make_dataset(inputs, labels, 2, shuffle_seed=1, group_by_length=group)
         assert ds.options().autotune.enabled is False
         assert sorted(row for rows, _ in _batches(ds) for row in rows) == [0, 1, 2, 3]
+
+
+def test_the_per_device_datasets_of_several_replicas_come_without_autotuning_too(monkeypatch):
+    """Several replicas read through tf.data's MultiDeviceIterator, whose per-device
+    datasets autotune whatever the input's options say: its destruction then waited 20 s
+    after the last step of every other 20 s epoch (two replicas on two virtual CPUs,
+    2026-12-02). After pipeline.device_datasets_without_autotuning (the Trainer calls it
+    for several replicas) they do not, and the batches are the same."""
+    from tensorflow.python.data.ops import multi_device_iterator_ops
+
+    inputs, labels = _rows([3, 5, 2, 8])
+    ds = pipeline.make_dataset(inputs, labels, 2)
+    expected = _batches(ds)
+
+    def device_dataset_options():
+        iterator = multi_device_iterator_ops.OwnedMultiDeviceIterator(ds, ["/cpu:0"])
+        batches = _batches(element for [element] in iterator)  # one device
+        return iterator._device_iterators[0]._dataset.options(), batches
+
+    make = multi_device_iterator_ops._create_device_dataset
+    monkeypatch.setattr(multi_device_iterator_ops, "_create_device_dataset", make)  # restored
+    if not getattr(make, "kerasbert_wrapped", False):  # TensorFlow's own autotunes
+        assert device_dataset_options()[0].autotune.enabled is not False
+    pipeline.device_datasets_without_autotuning()
+    pipeline.device_datasets_without_autotuning()  # once is enough; twice wraps once
+    options, batches = device_dataset_options()
+    assert options.autotune.enabled is False
+    assert batches == expected
