@@ -1,6 +1,7 @@
 """The benchmark tools: bench_padding runs both paddings end to end and finds the same results;
 bench_group_by_length runs both batchings over seeds; bench_training pools its rounds."""
 
+import json
 import os
 import subprocess
 import sys
@@ -226,3 +227,23 @@ def test_serving_benchmark_refuses_an_unfinished_run(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         f"bench_serving: --run_dirs: {tmp_path / 'run'} is not a finished run")
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.large
+def test_epoch_end_benchmark_times_each_epoch_under_two_replicas(tmp_path):
+    out = tmp_path / "epochs.json"
+    process = subprocess.run(
+        [sys.executable, "tools/bench_epoch_end.py", "--replicas=2", "--steps=3", "--pause=0",
+         "--epochs=2", f"--json={out}"], check=False, cwd=ROOT, capture_output=True, text=True,
+        timeout=300,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert process.returncode == 0, process.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert [e["epoch"] for e in report["epochs"]] == [1, 2]
+    for epoch in report["epochs"]:
+        assert 0 <= epoch["after_last_step_seconds"] <= epoch["seconds"]
+    assert process.stdout.count("after the last step") == 2
+    bad = subprocess.run([sys.executable, "tools/bench_epoch_end.py", "--replicas=0"], check=False,
+                         cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--replicas" in bad.stderr.strip().splitlines()[-1]
