@@ -34,6 +34,7 @@ import random
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.data.pipeline import without_autotuning
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
@@ -425,7 +426,9 @@ def parse_fn(max_seq_length, max_predictions_per_seq):
 
 def make_dataset(files, max_seq_length, max_predictions_per_seq, batch_size, training,
                  seed=None):
-    """Batches of parsed examples; for training, shuffled and repeated forever."""
+    """Batches of parsed examples; for training, shuffled and repeated forever. Without
+    tf.data's autotuning, as fine-tuning's batches (pipeline.without_autotuning: its
+    sleeping thread held the iterator's destruction, up to 60 s at the end of training)."""
     ds = tf.data.Dataset.from_tensor_slices(list(files))
     if training:
         ds = ds.shuffle(len(files), seed=seed).repeat()
@@ -435,4 +438,5 @@ def make_dataset(files, max_seq_length, max_predictions_per_seq, batch_size, tra
                 num_parallel_calls=tf.data.AUTOTUNE)
     if training:
         ds = ds.shuffle(10000, seed=seed)
-    return ds.batch(batch_size, drop_remainder=training).prefetch(tf.data.AUTOTUNE)
+    return without_autotuning(ds.batch(batch_size, drop_remainder=training)
+                              .prefetch(tf.data.AUTOTUNE))

@@ -139,6 +139,7 @@ def test_tfrecords_hold_bert_features(tmp_path):
     assert json.loads((tmp_path / "out" / data.DATA_CONFIG).read_text()) == config
     shards = data.shard_names(str(tmp_path / "out"), 2)
     ds = data.make_dataset(shards, 32, 6, batch_size=1000, training=False)
+    assert ds.options().autotune.enabled is False  # see pipeline.without_autotuning
     batch = next(iter(ds))
     n = config["train_instances"]
     assert batch["input_ids"].shape == (n, 32) and batch["masked_lm_ids"].shape == (n, 6)
