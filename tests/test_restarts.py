@@ -169,6 +169,15 @@ def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path)
         "bitfit", 0, 1e-3)
     assert (plain.lora_rank, plain.lora_alpha, plain.learning_rate) == (0, None, 2e-5)
     assert stack_lora.output_dir == str(tmp_path / "cmp" / "stack-and-LoRA" / "seed-1")
+    # The header gives full fine-tuning's rate (2e-5, the task's) and the parameter-efficient
+    # rows' own (1e-3), not stack-and-LoRA's as "fine-tune" (the budget row: both phases).
+    plans = tool.plan(base, task, [1, 2], ["fine-tune only", "stack-and-LoRA"], 1e-3)
+    assert tool.budget_line(plans, 1) == (
+        "Data bundled sample (max_train_examples None); frozen epochs 1 (lr 0.001), fine-tune "
+        "epochs 2 (lr 2e-05). stack-and-LoRA: fine-tune lr 0.001, LoRA rank 4, alpha 16, "
+        "targets query_value.")
+    assert tool.budget_line(tool.plan(base, task, [1], ["BitFit"], 1e-3), 1).endswith(
+        "fine-tune epochs 2. BitFit: fine-tune lr 0.001.")
     # history.csv: (phase, step, cumulative seconds, eval seconds, trained parameters)
     history = {"fine-tune only": [("finetune", 10, 12.0, 2.0, 1000), ("finetune", 20, 23.0, 1.0, 1000)],
                "frozen only": [("frozen", 10, 6.0, 1.0, 50)],

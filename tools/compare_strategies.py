@@ -165,6 +165,35 @@ def table(rows, task, baseline=None):
     return summary
 
 
+def budget_run(rows, seed):
+    """The run that says the budget: the first with both phases, else the first."""
+    both = [runs for name, runs in rows if STRATEGIES[name][:2] == (True, True)]
+    return (both[0] if both else rows[0][1])[seed]
+
+
+def budget_line(rows, seed):
+    """The table's line on data, epochs and learning rates: the full fine-tuning rate from a
+    row that fine-tunes everything, the parameter-efficient rows' own after it (a
+    stack-and-LoRA row fine-tunes at --peft_learning_rate)."""
+    stack = budget_run(rows, seed)
+    by_name = dict(rows)
+    full = [n for n, _ in rows if STRATEGIES[n][1] and STRATEGIES[n][2] == "all"]
+    full_lr = f" (lr {by_name[full[0]][seed].learning_rate:g})" if full else ""
+    peft = [n for n, _ in rows if STRATEGIES[n][2] != "all"]
+    peft_note = ""
+    if peft:
+        first = by_name[peft[0]][seed]
+        lora = next((by_name[n][seed] for n in peft if STRATEGIES[n][2] == "lora"), None)
+        peft_note = (f" {', '.join(peft)}: fine-tune lr {first.learning_rate:g}"
+                     + (f", LoRA rank {lora.lora_rank}, alpha "
+                        f"{lora.lora_alpha if lora.lora_alpha is not None else lora.lora_rank:g}"
+                        f", targets {lora.lora_targets}" if lora else "") + ".")
+    return (f"Data {stack.data_dir or 'bundled sample'}"
+            f" (max_train_examples {stack.max_train_examples}); frozen epochs "
+            f"{stack.frozen_epochs:g} (lr {stack.frozen_learning_rate:g}), fine-tune epochs "
+            f"{stack.num_train_epochs:g}{full_lr}.{peft_note}")
+
+
 def main(argv):
     if len(argv) > 1:
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -179,24 +208,9 @@ def main(argv):
     restarts.run_all([c for _, runs in rows for c in runs.values()],
                      run_lib.execute_in_own_process, tool="compare_strategies")
     summary = table(rows, task, FLAGS.baseline)
-    both = [runs for name, runs in rows if STRATEGIES[name][:2] == (True, True)]
-    stack = (both[0] if both else rows[0][1])[seeds[0]]  # both phases: the budget of each
-    by_name = dict(rows)
-    peft = [n for n, _ in rows if STRATEGIES[n][2] != "all"]
-    peft_note = ""
-    if peft:
-        first = by_name[peft[0]][seeds[0]]
-        lora = next((by_name[n][seeds[0]] for n in peft if STRATEGIES[n][2] == "lora"), None)
-        peft_note = (f" {', '.join(peft)}: fine-tune lr {first.learning_rate:g}"
-                     + (f", LoRA rank {lora.lora_rank}, alpha "
-                        f"{lora.lora_alpha if lora.lora_alpha is not None else lora.lora_rank:g}"
-                        f", targets {lora.lora_targets}" if lora else "") + ".")
+    stack = budget_run(rows, seeds[0])
     header = (f"### {task.name}, head {head}: {len(rows)} strategies over seeds "
-              f"{', '.join(map(str, seeds))}\n\n"
-              f"Data {stack.data_dir or 'bundled sample'}"
-              f" (max_train_examples {stack.max_train_examples}); frozen epochs "
-              f"{stack.frozen_epochs:g} (lr {stack.frozen_learning_rate:g}), fine-tune epochs "
-              f"{stack.num_train_epochs:g} (lr {stack.learning_rate:g}).{peft_note}\n\n")
+              f"{', '.join(map(str, seeds))}\n\n{budget_line(rows, seeds[0])}\n\n")
     text = header + restarts.markdown(summary, row_header="strategy",
                                       extra=cost_columns(
                                           {row["label"]: row for row in summary["rows"]}))
