@@ -48,7 +48,7 @@ class Trainer:
             self.per_example_loss = token_weighted(self.per_example_loss)
         self.strategy = strategy
         self.optimizer = optimizer
-        self.on_cpu = all("CPU" in d.upper() for d in strategy.extended.worker_devices)
+        self.on_cpu = runs_on_cpu(strategy)
         if self.on_cpu:
             without_graph_optimizer()
         self.clip_norm = clip_norm
@@ -242,6 +242,16 @@ class Trainer:
 
 
 XLA_LENGTH_MULTIPLE = 32
+
+
+def runs_on_cpu(strategy):
+    """Whether every replica of `strategy` is a CPU (TensorFlow's default strategy: whether
+    its default device is, i.e. no GPU or TPU is visible)."""
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy has no device list
+        return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+    return all("CPU" in d.upper() for d in devices)
 
 
 def without_graph_optimizer():
