@@ -34,14 +34,21 @@ def load_json(path, what):
         raise InputError(f"{at(path)}cannot read the {what}: {e.strerror or e}") from None
 
 
-def load_squad_gold(path):
-    """{id: [answer texts]} from an official SQuAD file, and the file's "version"."""
+def load_squad_file(path):
+    """(the parsed official SQuAD file, {id: [answer texts]}); an InputError naming the file
+    when it is not in the format."""
     dataset = load_json(path, "SQuAD data file")
     try:
-        return squad_metrics.gold_answers(dataset["data"]), dataset.get("version")
+        return dataset, squad_metrics.gold_answers(dataset["data"])
     except (KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{at(path)}not in the SQuAD format (articles -> paragraphs -> qas "
                          f"with id and answers): {type(e).__name__} {e}") from None
+
+
+def load_squad_gold(path):
+    """{id: [answer texts]} from an official SQuAD file, and the file's "version"."""
+    dataset, gold = load_squad_file(path)
+    return gold, dataset.get("version")
 
 
 def load_string_map(path, what, value_type):

@@ -42,8 +42,7 @@ def main(argv=None):
     p.add_argument("--output_dir", required=True)
     args = p.parse_args(argv)
     try:
-        evaluate.load_squad_gold(args.input)  # the format, checked: one line if it is not
-        dataset = evaluate.load_json(args.input, "SQuAD data file")
+        dataset, _ = evaluate.load_squad_file(args.input)  # one line if not in the format
         n = len(dataset["data"])
         if not 0 < args.train_articles < n:
             raise InputError(f"--train_articles={args.train_articles}: must leave both sides "

@@ -51,6 +51,8 @@ class Trainer:
         self.on_cpu = runs_on_cpu(strategy)
         if self.on_cpu:
             without_graph_optimizer()
+        if strategy.num_replicas_in_sync > 1:  # see train_epoch
+            pipeline.device_datasets_without_autotuning()
         self.clip_norm = clip_norm
         self.accumulation_steps = int(accumulation_steps)
         # XLA compiles once per input shape: batches trimmed to their own longest sequence
@@ -193,12 +195,9 @@ class Trainer:
         # One replica iterates the dataset itself: OneDeviceStrategy would wrap it in a
         # MultiDeviceIterator, whose destruction at every epoch's end waited for tf.data's
         # autotuning thread to wake up (0–60 s; 28–98 s per epoch measured, 2026-12-02).
-        # Several replicas need one, its per-device datasets without autotuning.
-        if self.strategy.num_replicas_in_sync == 1:
-            batches = dataset
-        else:
-            pipeline.device_datasets_without_autotuning()
-            batches = self.strategy.experimental_distribute_dataset(dataset)
+        # Several replicas need one, its per-device datasets without autotuning (__init__).
+        batches = (dataset if self.strategy.num_replicas_in_sync == 1
+                   else self.strategy.experimental_distribute_dataset(dataset))
         if self.length_multiple == 1:
             # One trace for every batch length (the spec's length is None), instead of one
             # for the first length and a relaxed one at the second (~10 s each on a CPU).
