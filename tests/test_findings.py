@@ -129,3 +129,39 @@ def test_cli_writes_the_report_and_refuses_bad_runs(tmp_path, capsys):
     (tmp_path / "bad" / "table.json").write_text("{not json")
     assert findings.main([f"--runs={tmp_path / 'bad'}", f"--output={out}"]) == 2
     assert "table.json: cannot read it as JSON" in capsys.readouterr().err
+
+
+def test_landscape_measurements_in_their_own_units(tmp_path):
+    """tools/landscape_findings.py writes a list per claim; a non-point unit is printed as
+    is (not × 100) and each measurement gets its own verdict."""
+    with open(tmp_path / "landscape_findings.json", "w") as f:
+        json.dump({"command": "python tools/landscape_findings.py", "experiment": {
+            "task": "sst2", "seeds": [42, 43, 44]}, "claims": {"hao-flatter-optima": [
+                {"measure": "λ_max, random − pre-trained", "unit": "λ", "points": False,
+                 "n": 3, "effect": 12.5, "std": 2.0, "low": 7.5, "high": 17.5},
+                {"measure": "ε-sharpness, random − pre-trained", "unit": "keskar",
+                 "points": False, "n": 3, "effect": -0.2, "std": 1.0, "low": -2.7,
+                 "high": 2.3}]}}, f)
+    text, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    got = measured["hao-flatter-optima"]
+    assert [r["verdict"] for r in got] == ["supported", "not distinguishable"]
+    assert got[0]["seeds"] == ["42", "43", "44"]
+    assert "+12.5 [+7.5, +17.5] λ" in text
+    assert "half-width 2.5 keskar" in got[1]["note"]
+
+
+def test_a_claim_may_accept_several_heads(tmp_path):
+    """Wang's classification claims read a sequence_classifier or a mean_pool table (MiniLM's
+    [CLS] is a poor frozen feature); another head's table is not theirs."""
+    rows = [("fine-tune only", {1: 0.80, 2: 0.81, 3: 0.79}),
+            ("frozen only", {1: 0.70, 2: 0.71, 3: 0.69}),
+            ("stack-and-finetune", {1: 0.82, 2: 0.83, 3: 0.80})]
+    write(tmp_path / "mean", "comparison.json", {"sst2": table("accuracy", rows)},
+          {"task": "sst2", "head": "mean_pool"})
+    write(tmp_path / "other", "comparison.json", {"sst2": table("accuracy", rows)},
+          {"task": "sst2", "head": "cls_linear"})
+    text, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (frozen,) = measured["wang-sequence_classifier-stack-vs-frozen"]
+    assert frozen["difference"] == pytest.approx(0.11667, abs=1e-4)
+    assert frozen["verdict"] == "supported"
+    assert "head sequence_classifier or mean_pool" in text

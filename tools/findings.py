@@ -66,11 +66,15 @@ CLAIMS = []
 for kind, tasks, head in (("sentence pairs", PAIRS, "bimpm"),
                           ("sentence pairs", PAIRS, "sim_transformer"),
                           ("tagging", TAGGING, "bilstm_tagger"),
-                          ("classification", CLASSIFICATION, "sequence_classifier")):
+                          # MiniLM was trained mean-pooled: its frozen [CLS] is a poor
+                          # feature, so a mean-pool head (the plugin) stands for it too
+                          ("classification", CLASSIFICATION, ("sequence_classifier",
+                                                              "mean_pool"))):
     for other, name in ((FT, "fine-tune"), (FROZEN, "frozen")):
+        heads = head if isinstance(head, tuple) else (head,)
         CLAIMS.append(_claim(
-            f"wang-{head}-stack-vs-{name}", WANG,
-            f"{kind}, head {head}: stack-and-finetune beats {other}",
+            f"wang-{heads[0]}-stack-vs-{name}", WANG,
+            f"{kind}, head {' or '.join(heads)}: stack-and-finetune beats {other}",
             "direction only (stack-and-finetune ahead); the paper's table not transcribed",
             _side("compare_strategies", STACK, tasks, head=head),
             _side("compare_strategies", other, tasks, head=head), "+"))
@@ -191,7 +195,9 @@ def tables_of(tool, data):
 def _matches(side, task, experiment):
     if side["task"] is not None and task not in side["task"]:
         return False
-    return all(experiment.get(k) == v for k, v in side["where"].items())
+    # a tuple of values: any of them (e.g. the heads a claim accepts)
+    return all(experiment.get(k) in v if isinstance(v, tuple) else experiment.get(k) == v
+               for k, v in side["where"].items())
 
 
 def _row(table, wanted):
@@ -219,15 +225,17 @@ def candidates(side, sources):
 
 # --- Verdicts --------------------------------------------------------------------------------
 
-def verdict(direction, n, effect, low, high, std, margin=None):
-    """(verdict, note) from the paired interval of row A − row B."""
+def verdict(direction, n, effect, low, high, std, margin=None, unit=None):
+    """(verdict, note) from the paired interval of row A − row B; effects are fractions
+    printed as points unless a `unit` is given (then printed as they are)."""
     if n < 2 or low is None:
         return "not distinguishable", f"n = {n}: no interval from fewer than two paired seeds"
     half = (high - low) / 2
+    width = f"{100 * half:.1f} points" if unit is None else f"{half:.3g} {unit}"
     needed = stats.seeds_needed(effect, std)
-    need = (f"half-width {100 * half:.1f} points; the observed effect would separate with "
+    need = (f"half-width {width}; the observed effect would separate with "
             f"about {needed} seeds" if needed else
-            f"half-width {100 * half:.1f} points; the observed effect is too small to "
+            f"half-width {width}; the observed effect is too small to "
             "separate with any practical number of seeds")
     if direction == "≈":
         if margin is not None and -margin <= low and high <= margin:
@@ -276,21 +284,26 @@ def measure(claim, sources):
 
 
 def measure_landscape(claim, sources):
+    """One result per measurement tools/landscape_findings.py made of the claim (a claim
+    may hold one measurement or a list; `points: false` ones are printed in their unit)."""
     results = []
     for tool, file, data in sources:
         got = (data.get("claims") or {}).get(claim["id"]) if tool == "landscape" else None
-        if not got:
-            continue
-        result = {"task": data.get("experiment", {}).get("task", "?"), "a": claim["id"],
-                  "b": "", "seeds": [], "n": got.get("n", 0), "difference": got["effect"],
-                  "std": got.get("std"), "low": got.get("low"), "high": got.get("high"),
-                  "metric": got.get("unit", ""), "sources": [file],
-                  "commands": [data.get("command", "?")],
-                  "experiments": [data.get("experiment")]}
-        result["verdict"], result["note"] = verdict(
-            claim["direction"], result["n"], result["difference"], result["low"],
-            result["high"], result["std"], claim["margin"])
-        results.append(result)
+        for m in ([got] if isinstance(got, dict) else got or []):
+            points = m.get("points", True)
+            seeds = [str(s) for s in (data.get("experiment") or {}).get("seeds", [])]
+            result = {"task": data.get("experiment", {}).get("task", "?"),
+                      "a": m.get("measure", claim["id"]), "b": "", "seeds": seeds,
+                      "n": m.get("n", 0), "difference": m["effect"], "std": m.get("std"),
+                      "low": m.get("low"), "high": m.get("high"),
+                      "metric": m.get("unit", ""), "points": points, "sources": [file],
+                      "commands": [data.get("command", "?")],
+                      "experiments": [data.get("experiment")]}
+            result["verdict"], result["note"] = verdict(
+                claim["direction"], result["n"], result["difference"], result["low"],
+                result["high"], result["std"], claim["margin"],
+                unit=None if points else result["metric"])
+            results.append(result)
     return results
 
 
@@ -298,6 +311,13 @@ def measure_landscape(claim, sources):
 
 def _points(x, sign="+"):
     return "–" if x is None else f"{100 * x:{sign}.1f}"
+
+
+def _formatter(result):
+    """Points (× 100) for dev metrics; a landscape measurement in its own unit as is."""
+    if result.get("points", True):
+        return _points
+    return lambda x, sign="+": "–" if x is None else f"{x:{sign}.3g}"
 
 
 def report(sources, claims=CLAIMS):
@@ -319,10 +339,13 @@ def report(sources, claims=CLAIMS):
                 lines.append(f"| {c['statement']} | {c['paper']} | {c['paper_number']} | – | "
                              "0 | – | not measured |")
                 continue
-            interval = ("" if r["low"] is None else
-                        f" [{_points(r['low'])}, {_points(r['high'])}]")
-            lines.append(f"| {c['statement']} | {c['paper']} | {c['paper_number']} | "
-                         f"{r['task']} | {r['n']} | {_points(r['difference'])}{interval} | "
+            f = _formatter(r)
+            unit = "" if r.get("points", True) else f" {r['metric']}"
+            interval = ("" if r["low"] is None else f" [{f(r['low'])}, {f(r['high'])}]")
+            what = c["statement"] if r["b"] or r["a"] == c["id"] else \
+                f"{c['statement']} — {r['a']}"
+            lines.append(f"| {what} | {c['paper']} | {c['paper_number']} | "
+                         f"{r['task']} | {r['n']} | {f(r['difference'])}{interval}{unit} | "
                          f"**{r['verdict']}** |")
     lines += ["", "## Each claim", ""]
     for c in claims:
@@ -337,14 +360,17 @@ def report(sources, claims=CLAIMS):
                                                        if c["b"] else "") + ").", ""]
             continue
         for r in measured[c["id"]]:
+            f = _formatter(r)
+            unit = "points" if r.get("points", True) else r["metric"]
             lines += ["", f"- task {r['task']}: A = {r['a']}" + (f", B = {r['b']}" if r["b"]
                                                                   else "")
-                      + f"; dev {r['metric']}; seeds {', '.join(r['seeds']) or '–'} (n = "
-                      f"{r['n']}); effect {_points(r['difference'])} points"
+                      + (f"; dev {r['metric']}" if r.get("points", True) else
+                         f"; unit {r['metric']}") + f"; seeds {', '.join(r['seeds']) or '–'} (n = "
+                      f"{r['n']}); effect {f(r['difference'])} {unit}"
                       + ("" if r["low"] is None else
-                         f", 95% interval [{_points(r['low'])}, {_points(r['high'])}]")
+                         f", 95% interval [{f(r['low'])}, {f(r['high'])}]")
                       + ("" if r["std"] is None else
-                         f", std of the paired differences {_points(r['std'], '')}")
+                         f", std of the paired differences {f(r['std'], '')}")
                       + f". **{r['verdict']}**: {r['note']}."]
             for e in r["experiments"]:
                 if e:
@@ -358,7 +384,8 @@ def report(sources, claims=CLAIMS):
 
 
 def _describe_side(side):
-    where = ", ".join(f"{k}={v}" for k, v in side["where"].items())
+    where = ", ".join(f"{k}={'|'.join(v) if isinstance(v, tuple) else v}"
+                      for k, v in side["where"].items())
     tasks = f" on {'/'.join(side['task'])}" if side["task"] else ""
     return f"{side['tool']} row {side['row']!r}{tasks}" + (f" with {where}" if where else "")
 

@@ -211,7 +211,7 @@ def analyse(run, modes, ranges, log=_log):
     theta0 = run.trajectory.start()
     evaluator = surface.SurfaceEvaluator(run.model, run.task, run.samples, FLAGS.batch_size,
                                          kind=run.kind)
-    result = {"label": run.label, "steps": run.trajectory.steps}
+    result = {"label": run.label, "steps": run.trajectory.steps, "run_dir": run.run_dir}
     log(f"kerasbert: {run.label}: {run.run_dir}, {len(run.trajectory.steps)} checkpoints, "
         f"train sample {len(run.samples['train'].labels)}, dev sample "
         f"{len(run.samples['dev'].labels)}")
@@ -565,6 +565,8 @@ def write_results(results, output_dir):
     for r in results:
         entry = summary.setdefault(r["label"], {})
         entry["steps"] = r["steps"]
+        entry["run_dir"] = os.path.abspath(r["run_dir"])  # where tools/landscape_findings.py
+        # finds the run's history and settings
         if "2d" in r:
             entry.update(agreement=r["2d"]["agreement"], flatness=r["2d"]["flatness"],
                          direction=FLAGS.direction,

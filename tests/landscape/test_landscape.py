@@ -212,6 +212,8 @@ def test_cli_writes_pngs_and_csvs_for_two_runs(runs, tmp_path, capsys):
     np.testing.assert_allclose(saved["trajectory"][-1], [0.0, 0.0], atol=1e-6)
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary) == 2 and all("agreement" in v for v in summary.values())
+    # where tools/landscape_findings.py finds each run's history and settings
+    assert summary["random init"]["run_dir"] == os.path.abspath(finetuned)
     centre = summary["random init"]["flatness"]["train_loss_at_theta1"]
     assert centre == pytest.approx(float(path[-1]["train_loss"]), abs=1e-5)
 
