@@ -303,6 +303,17 @@ def test_ner_table_crf_rows_vary_head_context_and_learning_rate(tmp_path):
     assert len({c.output_dir for _, runs in rows for c in runs.values()}) == 10
 
 
+def test_ner_table_table7_layers_pick_the_feature_rows():
+    tool = _tool("ner_table")
+    rows = tool.table7_rows(["last", "embeddings"])
+    assert [r.label for r in rows] == ["Fine-tuning", "Feature-based: last",
+                                       "Feature-based: embeddings"]
+    assert rows[1].options == (("feature_bilstm_layers", "last"),)
+    with pytest.raises(InputError, match=r"--table7_layers=last,top_two: unknown top_two; "
+                                         r"choose from embeddings, "):
+        tool.table7_rows(["last", "top_two"])
+
+
 def test_ner_table_crf_rows_need_document_context():
     with pytest.raises(InputError, match="--document_context must be N > 0 or max"):
         _tool("ner_table").crf_rows("0")

@@ -42,6 +42,9 @@ if "ner_rows" not in FLAGS:  # loaded twice in one process (tests): defined once
                       "table7: fine-tuning vs the six feature-based layer choices (BERT Table "
                       "7); crf: softmax tagger vs tagger_crf, without and with "
                       "--document_context, and the feature-based bilstm_crf.")
+    flags.DEFINE_list("table7_layers", list(LAYER_CHOICES),
+                      "--ner_rows=table7: the feature-based layer choices to run (each a "
+                      "row; fewer rows, a cheaper table on a CPU).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,10 +57,15 @@ class Row:
     document_context: str = "0"
 
 
-def table7_rows():
+def table7_rows(layer_choices=LAYER_CHOICES):
+    unknown = [c for c in layer_choices if c not in LAYER_CHOICES]
+    if unknown or not layer_choices:
+        raise InputError(f"--table7_layers={','.join(layer_choices)}: "
+                         + (f"unknown {', '.join(unknown)}; " if unknown else "empty; ")
+                         + f"choose from {', '.join(LAYER_CHOICES)}")
     return [Row("Fine-tuning", "tagger", "tagger")] + [
         Row(f"Feature-based: {layers}", layers, "feature_bilstm", True,
-            (("feature_bilstm_layers", layers),)) for layers in LAYER_CHOICES]
+            (("feature_bilstm_layers", layers),)) for layers in layer_choices]
 
 
 def crf_rows(context):
@@ -117,7 +125,7 @@ def main(argv):
     else:
         if uses_document_context(base):
             raise InputError("--document_context: only --ner_rows=crf has context rows")
-        chosen = table7_rows()
+        chosen = table7_rows(FLAGS.table7_layers)
     head_flags = {row.head: kb_main.head_options(FLAGS, row.head, registry.heads)
                   for row in chosen}
     seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
