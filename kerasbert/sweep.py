@@ -244,8 +244,12 @@ def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=Non
             result["metrics"] = run_folder.read_metrics(out)
             result["metrics"].pop("phases", None)
         best = select_best(results, metric)
+        # A sweep asked to record trajectories is a landscape experiment: every run's
+        # trajectory and weights are what it was run for, so nothing is pruned.
+        keep_all = base.save_trajectory_every > 0
         for other, other_run in zip(results[:i + 1], plan):
-            if other["name"] != best and other["status"] in ("finished", "failed"):
+            if (other["name"] != best and other["status"] in ("finished", "failed")
+                    and not keep_all):
                 prune(other_run.config.output_dir, metric)
         summary = write_summary(base, plan, results, task, best, baseline)
 

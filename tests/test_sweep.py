@@ -157,6 +157,16 @@ def test_sweep_keeps_the_best_run_prunes_the_others_and_summarises(tmp_path):
     assert again == [] and summary2 == summary
 
 
+def test_a_sweep_recording_trajectories_prunes_nothing(tmp_path):
+    """Pre-trained vs random init over seeds (Hao et al.): each run's trajectory and weights
+    are what the landscape reads, so the runs that are not best keep them too."""
+    base = _base(tmp_path, save_trajectory_every=8)
+    summary = sweep.run_sweep(base, "1e-3", 2, execute=_fake_execute([]), log=lambda _: None)
+    assert summary["best"] == "lr0.001-r1"
+    left = set(os.listdir(tmp_path / "sweep" / "runs" / "lr0.001-r0"))
+    assert {"model.weights.h5", "checkpoints"} <= left and "sweep_pruned.json" not in left
+
+
 def test_resume_runs_only_what_is_missing_and_refuses_other_settings(tmp_path):
     calls = []
     sweep.run_sweep(_base(tmp_path), ["2e-3"], 1, execute=_fake_execute(calls),
