@@ -95,7 +95,9 @@ def test_effects_signed_the_papers_way(tmp_path, capsys):
     assert ratio["values"] == pytest.approx([2.0, 2.0])  # 0.03 / 0.01 − 1
     assert rollback["values"] == pytest.approx([0.08, 0.08])  # lowest_1 0.78 − highest_1 0.70
     assert (out / "convergence.png").stat().st_size > 0
-    assert "| `hao-flatter-optima` | λ_max" in (out / "hao.md").read_text()
+    text = (out / "hao.md").read_text()
+    assert "| `hao-flatter-optima` | λ_max" in text
+    assert "| dev accuracy after the first epoch (step 10), pre-trained − random |" in text
     assert "measurements of 5 claims over 2 seeds" in capsys.readouterr().out
 
 
@@ -112,6 +114,9 @@ def test_refuses_missing_modes_and_other_budgets(tmp_path, capsys):
     assert not out.exists()
     assert landscape_findings.main([f"--landscape_dirs={good}", f"--output_dir={out}"]) == 2
     assert "at least two seeds" in capsys.readouterr().err
+    assert landscape_findings.main([f"--landscape_dirs={good},{good}",
+                                    f"--output_dir={out}"]) == 2
+    assert "a run appears twice" in capsys.readouterr().err
     _csv(os.path.join(tmp_path, "rnd1", "history.csv"),
          [{"phase": "finetune", "epoch": 1, "step": 30, "train_loss": 0.5, "dev_accuracy": 0.6}])
     third = make_seed(tmp_path, 3, [0.8, 0.8], [0.5, 0.7], 4.0, 10.0,

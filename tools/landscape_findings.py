@@ -143,7 +143,7 @@ def measurements(seeds):
     pre = [s[PRE] for s in seeds]
     rnd = [s[RANDOM] for s in seeds]
     first, last = pre[0]["steps"][0], pre[0]["steps"][-1]
-    metric = pre[0]["metric"]
+    metric = pre[0]["metric"].removeprefix("dev_")
     out = []
 
     def add(claim, name, unit, a, b=None):
@@ -273,6 +273,10 @@ def main(argv=None):
         if len(seeds) < 2:
             raise FindingsError("--landscape_dirs: at least two seeds are needed for an "
                                 "interval")
+        runs = [s[label]["run_dir"] for s in seeds for label in (PRE, RANDOM)]
+        if len({os.path.realpath(r) for r in runs}) != len(runs):
+            raise FindingsError("--landscape_dirs: a run appears twice; each folder must pair "
+                                "runs of its own seed")
         steps = {tuple(s[label]["steps"]) for s in seeds for label in (PRE, RANDOM)}
         if len(steps) != 1:
             raise FindingsError("--landscape_dirs: the runs were evaluated at different steps "
