@@ -98,6 +98,8 @@ def test_effects_signed_the_papers_way(tmp_path, capsys):
     text = (out / "hao.md").read_text()
     assert "| `hao-flatter-optima` | λ_max" in text
     assert "| dev accuracy after the first epoch (step 10), pre-trained − random |" in text
+    # λ_max per side: random 10, 8 → 9 ± 1.414; pre-trained 4, 6 → 5 ± 1.414
+    assert "; A 9 ± 1.414, B 5 ± 1.414 |" in text
     assert "measurements of 5 claims over 2 seeds" in capsys.readouterr().out
 
 
