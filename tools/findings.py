@@ -330,7 +330,9 @@ def report(sources, claims=CLAIMS):
              "Verdict: supported (the interval excludes 0 in the paper's direction; for ≈ "
              "claims, it lies within the stated margin), contradicted (it excludes 0 the other "
              "way), not distinguishable (it contains 0: its half-width and the seeds the "
-             "observed effect would need are given).", "",
+             "observed effect would need are given). Hao et al.'s rows come from "
+             "tools/landscape_findings.py: each measurement in its own unit (points where "
+             "it is a dev metric), signed so that positive is the paper's direction.", "",
              "| claim | paper | the paper's number | task | n | effect [95% interval] | "
              "verdict |", "|---|---|---|---|---|---|---|"]
     for c in claims:
