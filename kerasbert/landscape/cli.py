@@ -326,13 +326,13 @@ def _plane(run, theta0, theta1, names, ranges):
     if FLAGS.direction == "random":
         d2 = _random(run, theta1, names, FLAGS.seed, orthogonal_to=delta)
         d2, suffix = _scaled(run, theta1, d2, ranges["range_beta"], length)
-        return delta, d2, ("α (δ1 = θ1 − θ0)", f"β (random ⟂ δ1, {kind}, {suffix})"), None
+        return delta, d2, ("α (δ1 = θ1 − θ0)", f"β (random ⊥ δ1, {kind}, {suffix})"), None
     if FLAGS.direction == "random_pair":
         d1 = _random(run, theta1, names, FLAGS.seed)
         d2 = _random(run, theta1, names, FLAGS.seed + 1, orthogonal_to=d1)
         d1, s1 = _scaled(run, theta1, d1, ranges["range_alpha"], length)
         d2, s2 = _scaled(run, theta1, d2, ranges["range_beta"], length)
-        return d1, d2, (f"α (random, {kind}, {s1})", f"β (random ⟂ d1, {kind}, {s2})"), None
+        return d1, d2, (f"α (random, {kind}, {s1})", f"β (random ⊥ d1, {kind}, {s2})"), None
     points = [run.trajectory.load(s) for s in run.trajectory.steps]
     if len(points) < 3:
         raise InputError(f"{at(run.trajectory.directory)}--direction=pca needs at "
