@@ -223,6 +223,9 @@ def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=Non
     results = [{"name": r.name, "learning_rate": r.learning_rate, "restart": r.restart,
                 "seed": r.seed, "dir": os.path.join(RUNS, r.name),
                 "status": run_folder.status(r.config.output_dir), "metrics": None} for r in plan]
+    # A sweep asked to record trajectories is a landscape experiment: every run's
+    # trajectory and weights are what it was run for, so nothing is pruned.
+    keep_all = base.save_trajectory_every > 0
     for i, (run, result) in enumerate(zip(plan, results)):
         out = run.config.output_dir
         where = f"kerasbert: sweep run {i + 1}/{len(plan)} {run.name}"
@@ -244,9 +247,6 @@ def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=Non
             result["metrics"] = run_folder.read_metrics(out)
             result["metrics"].pop("phases", None)
         best = select_best(results, metric)
-        # A sweep asked to record trajectories is a landscape experiment: every run's
-        # trajectory and weights are what it was run for, so nothing is pruned.
-        keep_all = base.save_trajectory_every > 0
         for other, other_run in zip(results[:i + 1], plan):
             if (other["name"] != best and other["status"] in ("finished", "failed")
                     and not keep_all):

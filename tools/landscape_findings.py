@@ -83,7 +83,7 @@ def read_seed(folder):
                    for r in _rows(tables["layers.csv"], label)}
         path = _rows(tables["1d.csv"], label)
         seed[label] = {
-            "run_dir": entry["run_dir"], "seed": config["seed"],
+            "run_dir": entry["run_dir"], "config": config, "seed": config["seed"],
             "learning_rate": config["learning_rate"], "metric": metric,
             "steps": [int(r["step"]) for r in history],
             "dev": [float(r[metric]) for r in history],
@@ -187,11 +187,12 @@ def summarise(seeds):
         finite = [v for v in values if math.isfinite(v)]
         if not finite:
             continue
-        d = stats.paired_difference(finite, [0.0] * len(finite))
+        spread, interval = stats.describe(finite), stats.t_interval(finite)
         claims.setdefault(claim, []).append({
             "measure": name, "unit": "points" if points else unit, "points": points,
-            "n": d["n"], "effect": d["difference"], "std": d["std"], "low": d["low"],
-            "high": d["high"], "values": values, "a": a, "b": b})
+            "n": spread["n"], "effect": interval["mean"], "std": spread["std"],
+            "low": interval["low"], "high": interval["high"], "values": values, "a": a,
+            "b": b})
     return claims
 
 
@@ -295,8 +296,7 @@ def main(argv=None):
     command = "python tools/landscape_findings.py " + " ".join(
         sys.argv[1:] if argv is None else argv)
     pre0 = seeds[0][PRE]
-    with open(os.path.join(pre0["run_dir"], "run_config.json")) as f:
-        config = json.load(f)
+    config = pre0["config"]
     experiment = {"task": config["task"], "train_examples": config.get("max_train_examples"),
                   "steps": pre0["steps"][-1], "max_seq_length": config.get("max_seq_length"),
                   "seeds": [s[PRE]["seed"] for s in seeds]}
