@@ -71,18 +71,17 @@ def tf_matmul_flops(size=2048, repeats=10, dtype="float32"):
     return 2 * size**3 / float(np.median(times))
 
 
-def kerasbert_worker(args):
-    """The kerasbert side (in its own process): prints one JSON line."""
-    import tensorflow as tf
-
+def build_step(args, data):
+    """The benchmark's step in this process: (model, Trainer, endless dataset of the one
+    batch, seconds from process start to the model being loaded). `args` carries
+    mixed_precision, model_size, checkpoint, jit_compile, gradient_accumulation_steps;
+    `data` is make_batch's file, loaded. tools/profile_step.py profiles the same step."""
     from kerasbert import distribute, plugins
     from kerasbert.data import pipeline
     from kerasbert.model import builder, encoders
     from kerasbert.training import optimization, precision
     from kerasbert.training.loop import Trainer
 
-    imported = time.time() - START
-    data = np.load(args.data)
     precision.set_policy(args.mixed_precision)
     strategy = distribute.make_strategy("one_device")
     registry = plugins.registry()
@@ -103,6 +102,19 @@ def kerasbert_worker(args):
                       accumulation_steps=args.gradient_accumulation_steps)
     inputs = {k: data[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     dataset = pipeline.make_dataset(inputs, data["labels"], len(data["labels"])).repeat()
+    return model, trainer, dataset, loaded
+
+
+def kerasbert_worker(args):
+    """The kerasbert side (in its own process): prints one JSON line."""
+    import tensorflow as tf
+
+    # what build_step uses, imported here so that the import time is measured on its own
+    from kerasbert.model import builder, encoders  # noqa: F401
+    from kerasbert.training import loop, optimization  # noqa: F401
+
+    imported = time.time() - START
+    model, trainer, dataset, loaded = build_step(args, np.load(args.data))
     stamps, losses = [time.perf_counter()], []
 
     def on_step(step, loss):
