@@ -6,6 +6,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -55,7 +57,7 @@ def _result(side, seed, f1, accuracy, train, rss=1000.0):
     return {"side": side, "seed": seed, "metrics": {"f1": f1, "accuracy": accuracy,
                                                     "PER_f1": 0.5},
             "train_seconds": train, "eval_seconds": 2.0, "process_seconds": train + 10,
-            "peak_rss_mb": rss, "load_before": 1.0, "load_after": 1.5}
+            "peak_rss_mb": rss, "others_cpu_share": 0.25 if seed == 1 else None}
 
 
 def test_summary_and_tables_on_hand_made_results():
@@ -77,10 +79,32 @@ def test_summary_and_tables_on_hand_made_results():
     rows = [line for line in text.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert [r.split(" | ")[1] for r in rows] == ["kerasbert", "HuggingFace", "HuggingFace",
                                                  "kerasbert"]  # the order run
+    assert rows[0].endswith("| 25% |") and rows[3].endswith("| – |")  # others' CPU share
     one_side = parity.summarize(results[::3], "f1")
     assert "differences" not in one_side
     assert "| f1 (main) | 80.0 ± 1.4 (79.0–81.0) | – |" in parity.markdown(
         one_side, results[::3], "")
+
+
+def test_others_cpu_share_by_hand_and_beside_a_busy_process(tmp_path):
+    # 30 s of the machine's busy time in 10 s on 4 CPUs, 12 of them the child's: 18 / 40
+    assert parity.others_cpu_share(100.0, 130.0, 12.0, 10.0, 4) == pytest.approx(0.45)
+    assert parity.others_cpu_share(100.0, 101.0, 2.0, 10.0, 4) == 0.0  # tick rounding
+    assert parity.others_cpu_share(None, 130.0, 12.0, 10.0, 4) is None
+    if parity.busy_cpu_seconds() is None:
+        pytest.skip("no /proc/stat on this system")
+    sleep = [sys.executable, "-c", "import time; time.sleep(1.5)"]
+    spin = subprocess.Popen([sys.executable, "-c",
+                             "import time\nt = time.time()\nwhile time.time() - t < 4: pass"])
+    try:
+        code, seconds, _, beside_spin = parity.measure(sleep, str(tmp_path / "log.txt"))
+    finally:
+        spin.kill()
+        spin.wait()
+    assert code == 0 and seconds >= 1.5
+    # one spinning process is one CPU's worth of others' time (less what the rest of the
+    # machine left idle); the sleeping child itself counts for nothing
+    assert beside_spin >= 0.6 / os.cpu_count()
 
 
 # --- flags ---------------------------------------------------------------------------------

@@ -118,6 +118,10 @@ def _difference(d, scale, digits):
     return text
 
 
+def _share(value):
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
 def markdown(summary, results, header):
     sides = summary["sides"]
     names = {"kerasbert": "kerasbert", "huggingface": "HuggingFace"}
@@ -142,14 +146,14 @@ def markdown(summary, results, header):
     metric_names = summary["metrics_shown"]
     lines += ["", "Every run, in the order run (a reused result where it was run before):", "",
               "| seed | side | " + " | ".join(metric_names)
-              + " | training s | evaluation s | whole process s | peak RSS MB | load before |",
+              + " | training s | evaluation s | whole process s | peak RSS MB | others' CPU |",
               "|---|---|" + "---|" * (len(metric_names) + 5)]
     for r in results:
         lines.append(f"| {r['seed']} | {names[r['side']]} | "
                      + " | ".join(_number(r["metrics"].get(m), points) for m in metric_names)
                      + f" | {r['train_seconds']:.1f} | {r['eval_seconds']:.1f} | "
                      f"{r['process_seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
-                     f"{r['load_before']:.2f} |")
+                     f"{_share(r.get('others_cpu_share'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -239,10 +243,37 @@ def score(task, splits, predictions, features=None):
 
 # --- Running one side for one seed --------------------------------------------------------
 
+def busy_cpu_seconds():
+    """CPU seconds every process on the machine has used since boot (Linux /proc/stat), or
+    None elsewhere: with the child's own CPU time it tells how much else ran beside it."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    # user nice system idle iowait irq softirq steal ...: all but idle and iowait are busy
+    ticks = [int(x) for x in fields[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def others_cpu_share(busy_before, busy_after, child_cpu_seconds, wall_seconds, cpus):
+    """The share of the machine's CPU time that processes other than the measured child
+    used while it ran, 0..1 (None without /proc/stat): the 1-minute load average cannot
+    tell this, as it still holds the previous run's own load when the next one starts."""
+    if busy_before is None or busy_after is None or wall_seconds <= 0:
+        return None
+    others = busy_after - busy_before - child_cpu_seconds
+    return min(1.0, max(0.0, others / (wall_seconds * cpus)))
+
+
 def measure(command, log_path, env=None):
-    """(exit code, wall seconds, peak RSS MB) of one child process, its output in log_path.
-    wait4 gives this child's own peak RSS (RUSAGE_CHILDREN would be the largest of all)."""
+    """(exit code, wall seconds, peak RSS MB, others' CPU share) of one child process, its
+    output in log_path. wait4 gives this child's own peak RSS and CPU time (RUSAGE_CHILDREN
+    would be the largest of all, and the sum)."""
     with open(log_path, "w", encoding="utf-8") as log:
+        busy = busy_cpu_seconds()
         started = time.perf_counter()
         child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
@@ -252,7 +283,9 @@ def measure(command, log_path, env=None):
             child.wait()
             raise
         seconds = time.perf_counter() - started
-    return os.waitstatus_to_exitcode(status), seconds, usage.ru_maxrss / 1024
+    others = others_cpu_share(busy, busy_cpu_seconds(), usage.ru_utime + usage.ru_stime,
+                              seconds, os.cpu_count())
+    return os.waitstatus_to_exitcode(status), seconds, usage.ru_maxrss / 1024, others
 
 
 def _last_lines(path, count=5):
@@ -268,7 +301,7 @@ def run_kerasbert(args, seed, folder):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
     log = os.path.join(folder, "log.txt")
-    code, seconds, rss = measure(command, log, env)
+    code, seconds, rss, others = measure(command, log, env)
     if code != 0:
         raise RuntimeError(f"the kerasbert side failed for seed {seed} (exit {code}); "
                            f"{log}: {_last_lines(log)}")
@@ -279,7 +312,7 @@ def run_kerasbert(args, seed, folder):
         run_folder.clear(run_dir, [run_folder.CHECKPOINT_DIR, run_folder.ENCODER_DIR,
                                    run_folder.MODEL_WEIGHTS, run_folder.TENSORBOARD_DIR])
     return {"metrics": metrics, "process_seconds": seconds, "peak_rss_mb": rss,
-            "train_seconds": float(history[-1]["seconds"]) - eval_seconds,
+            "others_cpu_share": others, "train_seconds": float(history[-1]["seconds"]) - eval_seconds,
             "eval_seconds": eval_seconds, "framework": "kerasbert (TensorFlow)",
             "command": " ".join(command)}
 
@@ -300,14 +333,15 @@ def run_huggingface(args, seed, folder, task, splits, files, features):
     atomic_write_json(spec_file, spec)
     command = [args.torch_python, os.path.join(ROOT, "tools", "parity_hf.py"), spec_file]
     log = os.path.join(folder, "log.txt")
-    code, seconds, rss = measure(command, log, {**os.environ, "HF_HUB_OFFLINE": "1"})
+    code, seconds, rss, others = measure(command, log, {**os.environ, "HF_HUB_OFFLINE": "1"})
     if code != 0:
         raise RuntimeError(f"the HuggingFace side failed for seed {seed} (exit {code}); "
                            f"{log}: {_last_lines(log)}")
     output = read_json_object(spec["output_file"])
     predictions = output.pop("predictions")
     return {"metrics": score(task, splits, predictions, features), "process_seconds": seconds,
-            "peak_rss_mb": rss, **output, "command": " ".join(command)}
+            "peak_rss_mb": rss, "others_cpu_share": others, **output,
+            "command": " ".join(command)}
 
 
 # --- Flags ---------------------------------------------------------------------------------
@@ -449,13 +483,12 @@ def run_seed(args, task, splits, files, features, side, seed):
     os.makedirs(folder, exist_ok=True)
     print(f"parity: {side} seed {seed}: running (log {os.path.join(folder, 'log.txt')})",
           flush=True)
-    started, load = datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
+    started = datetime.datetime.now(datetime.UTC)
     if side == "kerasbert":
         result = run_kerasbert(args, seed, folder)
     else:
         result = run_huggingface(args, seed, folder, task, splits, files, features)
-    result.update(side=side, seed=seed, started=started.isoformat(timespec="seconds"),
-                  load_before=load, load_after=os.getloadavg()[0])
+    result.update(side=side, seed=seed, started=started.isoformat(timespec="seconds"))
     atomic_write_json(result_file, result)
     main = result["metrics"][task.main_metric] * (1 if task.kind == SPAN else 100)
     print(f"parity: {side} seed {seed}: {task.main_metric} {main:.1f}, training "
@@ -491,11 +524,13 @@ def main(argv=None):
         print(f"parity: {e}", file=sys.stderr)
         return 1
     summary = summarize(results, task.main_metric, 1.0 if task.kind == SPAN else 100.0)
-    loads = [r["load_before"] for r in results] + [r["load_after"] for r in results]
+    shares = [r["others_cpu_share"] for r in results if r.get("others_cpu_share") is not None]
+    beside = (f"other processes used {_share(min(shares))}–{_share(max(shares))} of the "
+              "machine's CPU time during the runs" if shares else
+              "the CPU time of other processes is not known on this system")
     header = (f"### {task.name}: kerasbert vs HuggingFace\n\n"
-              f"{datetime.date.today().isoformat()}, {os.cpu_count()} CPUs, 1-minute load "
-              f"average {min(loads):.1f}–{max(loads):.1f} around the runs (above the CPU "
-              f"count: other jobs shared the cores). Data {args.data_dir}: "
+              f"{datetime.date.today().isoformat()}, {os.cpu_count()} CPUs; {beside}"
+              f" (last column below: each run's). Data {args.data_dir}: "
               + ", ".join(f"{s} {len(e)}" for s, e in splits.items())
               + f". Encoder {args.init_checkpoint}. Recipe: lr {args.learning_rate:g}, "
               f"batch {args.train_batch_size}, epochs {args.num_train_epochs:g}, warmup "
