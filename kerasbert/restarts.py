@@ -314,10 +314,18 @@ EXPERIMENT_SETTINGS = ("task", "head", "data_dir", "init_checkpoint", "model_siz
 
 
 def experiment(config, seeds, **extra):
-    """What findings.py shows as a table's experiment: the data and the budget of a
-    representative run config, and the seeds."""
-    return {**{k: getattr(config, k) for k in EXPERIMENT_SETTINGS}, "seeds": list(seeds),
-            **extra}
+    """What findings.py shows as a table's experiment: the data, the encoder and the budget
+    of a representative run config, and the seeds. The encoder is named as the runs loaded
+    it (no --init_checkpoint: the default checkpoint's folder), and --model_size only for a
+    random initialisation, the one case that reads it."""
+    settings = {k: getattr(config, k) for k in EXPERIMENT_SETTINGS}
+    if settings["init_checkpoint"] is None:
+        from kerasbert.model.encoders import default_checkpoint  # keras-hub: only when needed
+
+        settings["init_checkpoint"] = default_checkpoint() or "random"
+    if settings["init_checkpoint"] != "random":
+        del settings["model_size"]
+    return {**settings, "seeds": list(seeds), **extra}
 
 
 def command_line(argv=None):

@@ -32,7 +32,8 @@ def inputs(tmp_path):
     """Wang et al. on MRPC with BIMPM: stack ahead of fine-tune (supported), behind frozen
     (contradicted); Table 7: concat vs fine-tuning overlapping 0 (not distinguishable),
     embeddings behind (supported); BIMPM w/o context within 1 point (≈ supported)."""
-    mrpc = {"task": "mrpc", "head": "bimpm", "data_dir": "glue/MRPC", "seeds": [1, 2, 3]}
+    mrpc = {"task": "mrpc", "head": "bimpm", "data_dir": "glue/MRPC", "seeds": [1, 2, 3],
+            "model_size": "tiny"}  # as tables before 2026-12-03 wrote it: not read
     write(tmp_path / "cmp", "comparison.json", {"mrpc": table("f1", [
         ("fine-tune only", {1: 0.80, 2: 0.82, 3: 0.84}),
         ("frozen only", {1: 0.90, 2: 0.91, 3: 0.93}),
@@ -47,7 +48,8 @@ def inputs(tmp_path):
         ("Feature-based: embeddings", {1: 0.50, 2: 0.52, 3: 0.49}),
         ("Feature-based: last", {1: 0.74}),
         ("Feature-based: concat_last_four", {1: 0.78, 2: 0.76, 3: 0.73})])},
-        {"task": "conll2003", "seeds": [1, 2, 3]})
+        {"task": "conll2003", "init_checkpoint": "random", "model_size": "2/64/2",
+         "seeds": [1, 2, 3]})
     return findings.find_sources([str(tmp_path)])
 
 
@@ -79,6 +81,9 @@ def test_every_verdict_from_hand_made_tables(tmp_path):
             "-24.7 [-33.4, -15.9] | **supported** |") in text
     assert "| 0 | – | not measured |" in text
     assert "  - command: `python tools/x.py --seeds=1,2,3`" in text
+    # --model_size is shown only for the random initialisation that reads it
+    assert "  - experiment: task mrpc, head bimpm, data_dir glue/MRPC, seeds [1, 2, 3]\n" in text
+    assert "init_checkpoint random, model_size 2/64/2" in text
 
 
 def test_verdict_rules():

@@ -46,6 +46,23 @@ def half_t(values):
     return sp.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values))
 
 
+def test_experiment_names_the_encoder_the_runs_loaded(monkeypatch):
+    from kerasbert.model import encoders
+
+    monkeypatch.setattr(encoders, "default_checkpoint", lambda: "/pkg/minilm/model")
+    shown = restarts.experiment(RunConfig(task="sst2", output_dir="r"), [1, 2])
+    assert shown["init_checkpoint"] == "/pkg/minilm/model" and "model_size" not in shown
+    assert shown["seeds"] == [1, 2] and shown["task"] == "sst2"
+    monkeypatch.setattr(encoders, "default_checkpoint", lambda: None)  # no package: random
+    shown = restarts.experiment(RunConfig(task="sst2", output_dir="r"), [1])
+    assert (shown["init_checkpoint"], shown["model_size"]) == ("random", "tiny")
+    shown = restarts.experiment(RunConfig(task="sst2", output_dir="r", init_checkpoint="random",
+                                          model_size="2/64/2"), [1])
+    assert shown["model_size"] == "2/64/2"
+    assert "model_size" not in restarts.experiment(
+        RunConfig(task="sst2", output_dir="r", init_checkpoint="/my/bert"), [1])
+
+
 # --- Seeds and baselines --------------------------------------------------------------------
 
 def test_seeds_parse_and_bad_ones_are_refused():

@@ -377,7 +377,9 @@ def report(sources, claims=CLAIMS):
             for e in r["experiments"]:
                 if e:
                     lines.append("  - experiment: " + ", ".join(
-                        f"{k} {v}" for k, v in e.items() if v is not None))
+                        f"{k} {v}" for k, v in e.items() if v is not None
+                        # tables written before 2026-12-03 list the unread --model_size
+                        and (k != "model_size" or e.get("init_checkpoint") == "random")))
             for command in r["commands"]:
                 lines.append(f"  - command: `{command}`")
             lines.append("  - from " + ", ".join(f"`{s}`" for s in r["sources"]))
