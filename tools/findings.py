@@ -293,12 +293,19 @@ def _label(row, side, other, source):
     return row["label"] + (f" ({settings})" if settings else "")
 
 
-def _setting(key, value):
-    """One experiment setting as the report prints it: an installed package's weights by
-    the package's folder, not this machine's site-packages path."""
-    if key == "init_checkpoint" and "site-packages" + os.sep in str(value):
-        return f"{str(value).split('site-packages' + os.sep, 1)[1]} (installed package)"
-    return value
+def _settings(experiment):
+    """A table's experiment as the report prints it: an installed package's weights by the
+    package's folder, not this machine's site-packages path; --model_size only for the
+    random initialisation that reads it (tables written before 2026-12-03 list it always)."""
+    shown = []
+    for key, value in experiment.items():
+        if value is None or (key == "model_size"
+                             and experiment.get("init_checkpoint") != "random"):
+            continue
+        if key == "init_checkpoint" and "site-packages" + os.sep in str(value):
+            value = f"{str(value).split('site-packages' + os.sep, 1)[1]} (installed package)"
+        shown.append(f"{key} {value}")
+    return ", ".join(shown)
 
 
 def measure_landscape(claim, sources):
@@ -392,12 +399,7 @@ def report(sources, claims=CLAIMS):
                       + ("" if r["std"] is None else
                          f", std of the paired differences {f(r['std'], '')}")
                       + f". **{r['verdict']}**: {r['note']}."]
-            for e in r["experiments"]:
-                if e:
-                    lines.append("  - experiment: " + ", ".join(
-                        f"{k} {_setting(k, v)}" for k, v in e.items() if v is not None
-                        # tables written before 2026-12-03 list the unread --model_size
-                        and (k != "model_size" or e.get("init_checkpoint") == "random")))
+            lines += [f"  - experiment: {_settings(e)}" for e in r["experiments"] if e]
             for command in r["commands"]:
                 lines.append(f"  - command: `{command}`")
             lines.append("  - from " + ", ".join(f"`{s}`" for s in r["sources"]))

@@ -312,7 +312,8 @@ def run_kerasbert(args, seed, folder):
         run_folder.clear(run_dir, [run_folder.CHECKPOINT_DIR, run_folder.ENCODER_DIR,
                                    run_folder.MODEL_WEIGHTS, run_folder.TENSORBOARD_DIR])
     return {"metrics": metrics, "process_seconds": seconds, "peak_rss_mb": rss,
-            "others_cpu_share": others, "train_seconds": float(history[-1]["seconds"]) - eval_seconds,
+            "others_cpu_share": others,
+            "train_seconds": float(history[-1]["seconds"]) - eval_seconds,
             "eval_seconds": eval_seconds, "framework": "kerasbert (TensorFlow)",
             "command": " ".join(command)}
 
