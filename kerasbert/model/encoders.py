@@ -21,14 +21,13 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 
 import keras_hub
 import numpy as np
 from safetensors.numpy import load_file
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import read_json_object
+from kerasbert.io_utils import read_json_object, replaced_whole_folder
 from kerasbert.model.backbone import BertEncoder, hidden_activation, random_backbone
 from kerasbert.run_folder import ENCODER_DIR
 
@@ -138,27 +137,13 @@ def save_encoder(backbone, vocab_file, do_lower_case, dir):  # noqa: A002 (publi
     """
     if not isinstance(backbone, BertEncoder):
         raise TypeError(f"save_encoder needs a BertEncoder, got {type(backbone).__name__}")
-    os.makedirs(dir, exist_ok=True)
     target = os.path.join(dir, ENCODER_DIR)
-    tmp = tempfile.mkdtemp(prefix=f".{ENCODER_DIR}.tmp-", dir=dir)
-    try:
+    with replaced_whole_folder(target) as tmp:
         config = dict(backbone.get_config(), do_lower_case=bool(do_lower_case))
         with open(os.path.join(tmp, ENCODER_CONFIG), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2)
         backbone.save_weights(os.path.join(tmp, ENCODER_WEIGHTS))
         shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB))
-        old = None
-        if os.path.exists(target):
-            # rename(2) cannot replace a non-empty folder: move the old one
-            # onto an empty placeholder first, then drop it.
-            old = tempfile.mkdtemp(prefix=f".{ENCODER_DIR}.old-", dir=dir)
-            os.replace(target, old)
-        os.replace(tmp, target)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from seqeval import metrics as seqeval_metrics  # conlleval semantics in its default mode
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import iter_utf8_lines
+from kerasbert.io_utils import iter_utf8_lines, replaced_whole
 from kerasbert.tasks.base import TAGGING, Example, Features, Task, bundled_sample, split_file
 
 log = logging.getLogger(__name__)
@@ -549,15 +549,12 @@ def write_conll_predictions(path: str, sentences: Sequence[Sentence],
                             predicted: Sequence[Sequence[str]]) -> str:
     """`word gold predicted` lines (`word predicted` when gold is unknown), a blank line
     between sentences: conlleval's input format. Written to a temporary name, then renamed."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with replaced_whole(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for sentence, tags in zip(sentences, predicted):
             gold = sentence.label if sentence.label is not None else [None] * len(tags)
             for word, g, p in zip(sentence.words, gold, tags):
                 f.write(f"{word} {p}\n" if g is None else f"{word} {g} {p}\n")
             f.write("\n")
-    os.replace(tmp, path)
     return path
 
 

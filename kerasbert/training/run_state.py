@@ -5,7 +5,6 @@ import glob
 import math
 import os
 import re
-import tempfile
 import time
 
 import numpy as np
@@ -13,6 +12,7 @@ import tensorflow as tf
 
 from kerasbert import faults
 from kerasbert.errors import InputError, TrainingError, at
+from kerasbert.io_utils import replaced_whole
 from kerasbert.run_folder import CHECKPOINT_DIR
 
 # Two complete checkpoints: a newest one torn by a kill (or a full disk) falls back to the
@@ -176,48 +176,27 @@ def trim_event_files(directory, last_step):
                     kept.append(record.numpy())
         except tf.errors.DataLossError:  # a record torn by the kill: the rest is lost anyway
             pass
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".trim-")
-    os.close(fd)
-    try:
+    target = os.path.join(directory, f"events.out.tfevents.{time.time():.6f}.resumed.v2")
+    with replaced_whole(target) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:
             for record in kept:
                 writer.write(record)
-        target = os.path.join(directory, f"events.out.tfevents.{time.time():.6f}.resumed.v2")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     for path in paths:
         os.remove(path)
 
 
 def save_weights_atomically(model, path):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".weights.h5")
-    os.close(fd)
     try:
-        model.save_weights(tmp, overwrite=True)
-        os.replace(tmp, path)
+        with replaced_whole(path, suffix=".weights.h5") as tmp:
+            model.save_weights(tmp, overwrite=True)
     except OSError as e:
         raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def save_layer_weights(layer, path):
     """A layer's weights (in `layer.weights` order) as an .npz, written whole or not at all."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, *[w.numpy() for w in layer.weights])
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with replaced_whole(path, suffix=".npz") as tmp:
+        np.savez(tmp, *[w.numpy() for w in layer.weights])
 
 
 def load_layer_weights(layer, path):

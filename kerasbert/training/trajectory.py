@@ -13,12 +13,11 @@ complete checkpoints listed, and a resumed run keeps its θ0.
 
 import concurrent.futures
 import os
-import tempfile
 
 import numpy as np
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import atomic_write_json, read_json_object
+from kerasbert.io_utils import atomic_write_json, read_json_object, replaced_whole
 from kerasbert.run_folder import TRAJECTORY_DIR
 
 MANIFEST = "trajectory.json"
@@ -45,15 +44,8 @@ def assign(model, arrays):
 
 
 def _write_npz(path, arrays):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".step", suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, *arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with replaced_whole(path, suffix=".npz") as tmp:
+        np.savez(tmp, *arrays)
 
 
 class TrajectoryRecorder:

