@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from kerasbert.analysis import stats  # noqa: E402  (this checkout's kerasbert)
-from kerasbert.io_utils import atomic_write_text  # noqa: E402
+from kerasbert.io_utils import atomic_write_text, shown_path  # noqa: E402
 
 # File name → the tool that writes it.
 SOURCES = {"comparison.json": "compare_strategies", "table.json": "ner_table",
@@ -302,9 +302,7 @@ def _settings(experiment):
         if value is None or (key == "model_size"
                              and experiment.get("init_checkpoint") != "random"):
             continue
-        if key == "init_checkpoint" and "site-packages" + os.sep in str(value):
-            value = f"{str(value).split('site-packages' + os.sep, 1)[1]} (installed package)"
-        shown.append(f"{key} {value}")
+        shown.append(f"{key} {shown_path(value) if key == 'init_checkpoint' else value}")
     return ", ".join(shown)
 
 

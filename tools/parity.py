@@ -47,7 +47,12 @@ sys.path.insert(0, ROOT)
 from kerasbert import run_folder
 from kerasbert.analysis.stats import describe, welch_interval
 from kerasbert.errors import InputError
-from kerasbert.io_utils import atomic_write_json, atomic_write_text, read_json_object
+from kerasbert.io_utils import (
+    atomic_write_json,
+    atomic_write_text,
+    read_json_object,
+    shown_path,
+)
 from kerasbert.tasks import conll, glue, squad, swag
 from kerasbert.tasks.base import MULTIPLE_CHOICE, SPAN, TAGGING
 
@@ -533,7 +538,7 @@ def main(argv=None):
               f"{datetime.date.today().isoformat()}, {os.cpu_count()} CPUs; {beside}"
               f" (last column below: each run's). Data {args.data_dir}: "
               + ", ".join(f"{s} {len(e)}" for s, e in splits.items())
-              + f". Encoder {args.init_checkpoint}. Recipe: lr {args.learning_rate:g}, "
+              + f". Encoder {shown_path(args.init_checkpoint)}. Recipe: lr {args.learning_rate:g}, "
               f"batch {args.train_batch_size}, epochs {args.num_train_epochs:g}, warmup "
               f"{args.warmup_proportion:g}, weight decay {args.weight_decay:g}, max_seq_length "
               f"{args.max_seq_length}; seeds {', '.join(map(str, args.seeds))}.\n\n"
