@@ -65,6 +65,17 @@ def test_training_benchmark_pools_rounds_and_compares_with_pytorch():
             "per round: 1.19, 1.11)") in text
 
 
+def test_training_benchmark_pads_every_other_row_when_asked(tmp_path):
+    import numpy as np
+
+    bench = _load_tool("bench_training")
+    bench.make_batch(tmp_path / "b.npz", 2000, 8, batch_size=4, seq_length=10, padded_positions=3)
+    batch = np.load(tmp_path / "b.npz")
+    assert batch["padding_mask"].sum(1).tolist() == [10, 7, 10, 7]
+    assert batch["token_ids"][1, 6:].tolist() == [102, 0, 0, 0]  # [SEP], then [PAD]s
+    assert batch["token_ids"][0, 9] == 102 and (batch["token_ids"][0, 1:9] >= 1000).all()
+
+
 @pytest.mark.large
 def test_training_benchmark_runs_both_kerasbert_variants_on_a_tiny_checkpoint(tmp_path):
     import json

@@ -43,13 +43,22 @@ def model_flops_per_step(config, batch_size, seq_length):
     return 3 * forward * batch_size
 
 
-def make_batch(path, vocab_size, hidden, batch_size, seq_length, seed=0):
+def make_batch(path, vocab_size, hidden, batch_size, seq_length, seed=0, padded_positions=0):
+    """The benchmark's batch; with `padded_positions` k, every other row ends in k [PAD]s
+    (mask 0), as a per-batch-padded batch of real text does: an attention mask that is not
+    all ones, which some attention kernels take a slower path for."""
     rng = np.random.default_rng(seed)
     tokens = rng.integers(1000, vocab_size, [batch_size, seq_length]).astype(np.int32)
     tokens[:, 0], tokens[:, -1] = 101, 102  # [CLS] ... [SEP] (BERT uncased ids)
+    mask = np.ones_like(tokens)
+    if padded_positions:
+        short = np.arange(batch_size) % 2 == 1
+        end = seq_length - padded_positions
+        tokens[short, end - 1] = 102
+        tokens[short, end:], mask[short, end:] = 0, 0
     limit = np.sqrt(6.0 / (hidden + 2))  # Glorot-uniform, like a fresh Keras Dense
     np.savez(path, token_ids=tokens, segment_ids=np.zeros_like(tokens),
-             padding_mask=np.ones_like(tokens),
+             padding_mask=mask,
              labels=rng.integers(0, 2, batch_size).astype(np.int32),
              head_kernel=rng.uniform(-limit, limit, [hidden, 2]).astype(np.float32),
              head_bias=np.zeros([2], np.float32))
@@ -224,6 +233,9 @@ def main():
                         "(config.json, model.safetensors); default: installed MiniLM-L6")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--padded_positions", type=int, default=0,
+                        help="every other row ends in this many [PAD]s (an attention mask "
+                        "that is not all ones, as with per-batch padding); default 0")
     parser.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
     parser.add_argument("--variants", default="plain,xla",
@@ -246,6 +258,9 @@ def main():
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not 0 <= args.padded_positions <= args.seq_length - 2:
+        parser.error(f"--padded_positions={args.padded_positions}: must be 0 to "
+                     f"--seq_length - 2 ({args.seq_length - 2}); a row keeps [CLS] and [SEP]")
     if args.worker == "kerasbert":
         return kerasbert_worker(args)
 
@@ -270,7 +285,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "batch.npz")
         make_batch(data, config["vocab_size"], config["hidden_size"], args.batch_size,
-                   args.seq_length)
+                   args.seq_length, padded_positions=args.padded_positions)
         passed = [f"--{name}={getattr(args, name)}" for name in
                   ("steps", "warmup", "mixed_precision", "gradient_accumulation_steps",
                    "matmul_size")]
@@ -295,7 +310,9 @@ def main():
             print("bench_training: no --torch_python: the PyTorch reference is skipped")
     sides = {label: merge_rounds(reports) for label, reports in rounds.items()}
     text = (f"{config['num_hidden_layers']}-layer BERT, hidden {config['hidden_size']}, batch "
-            f"{args.batch_size} × seq {args.seq_length}, full fine-tuning step; median of "
+            f"{args.batch_size} × seq {args.seq_length}"
+            + (f" (every other row {args.padded_positions} [PAD]s)" if args.padded_positions
+               else "") + ", full fine-tuning step; median of "
             f"{args.rounds} round(s) × {args.steps} steps after {args.warmup} warm-up; "
             f"{os.cpu_count()} CPUs visible\n\n"
             + table(sides, model_flops_per_step(config, args.batch_size, args.seq_length),
