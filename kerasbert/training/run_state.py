@@ -177,7 +177,7 @@ def trim_event_files(directory, last_step):
         except tf.errors.DataLossError:  # a record torn by the kill: the rest is lost anyway
             pass
     target = os.path.join(directory, f"events.out.tfevents.{time.time():.6f}.resumed.v2")
-    with replaced_whole(target) as tmp:
+    with replaced_whole(target, stem="trim") as tmp:  # not a tfevents name until complete
         with tf.io.TFRecordWriter(tmp) as writer:
             for record in kept:
                 writer.write(record)
