@@ -1,0 +1,81 @@
+"""tools/make_pretraining_corpus.py --source=wordnet: WordNet database lines become
+"lemma: definition." and example sentences, documents break at a lexicographer file and
+every 20 synsets, and a folder without the database files is refused before the output
+exists."""
+
+import importlib.util
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location(
+    "make_pretraining_corpus", os.path.join(ROOT, "tools", "make_pretraining_corpus.py"))
+corpus = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(corpus)
+
+HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
+
+
+def synset(offset, lexfile, words, gloss, pos="n"):
+    fields = " ".join(f"{w} 0" for w in words)
+    return (f"{offset:08d} {lexfile:02d} {pos} {len(words):02x} {fields} 001 @ 00001740 n "
+            f"0000 | {gloss}  \n")
+
+
+def write_database(folder, noun_lines, adj_lines=()):
+    folder.mkdir(exist_ok=True)
+    (folder / "data.noun").write_text(HEADER + "".join(noun_lines), encoding="utf-8")
+    (folder / "data.adj").write_text(HEADER + "".join(adj_lines), encoding="utf-8")
+    for name in ("data.verb", "data.adv"):
+        (folder / name).write_text(HEADER, encoding="utf-8")
+    return folder
+
+
+def read_documents(path):
+    text = path.read_text(encoding="utf-8")
+    return [block.split("\n") for block in text.strip("\n").split("\n\n")]
+
+
+def test_glosses_become_sentences_and_documents_break_at_lexicographer_files(tmp_path):
+    nouns = [
+        synset(100, 3, ["physical_entity"], "an entity that has physical existence"),
+        synset(200, 3, ["whole", "unit"], 'an assemblage of parts; "how big is that part '
+               'compared to the whole?"; "the team is a unit"'),
+        synset(300, 5, ["dog", "domestic_dog"], 'a member of the genus Canis; "the dog barked '
+               'all night"; "ok then"'),  # a two-word example is dropped
+    ]
+    adjectives = [synset(400, 0, ["long(a)"], "primarily temporal sense", pos="a")]
+    folder = write_database(tmp_path / "wn", nouns, adjectives)
+    output = tmp_path / "corpus.txt"
+
+    corpus.main([f"--output={output}", "--source=wordnet", f"--wordnet_dir={folder}"])
+
+    assert read_documents(output) == [
+        ["physical entity: an entity that has physical existence.",
+         "whole: an assemblage of parts.",
+         "how big is that part compared to the whole?",
+         "the team is a unit."],
+        ["dog: a member of the genus Canis.", "the dog barked all night."],
+        ["long: primarily temporal sense."],
+    ]
+
+
+def test_a_document_holds_at_most_twenty_synsets(tmp_path):
+    nouns = [synset(i, 3, [f"word{i}"], f"gloss number {i}") for i in range(1, 46)]
+    output = tmp_path / "corpus.txt"
+
+    corpus.main([f"--output={output}", "--source=wordnet",
+                 f"--wordnet_dir={write_database(tmp_path / 'wn', nouns)}"])
+
+    assert [len(d) for d in read_documents(output)] == [20, 20, 5]
+
+
+def test_missing_database_files_are_refused_before_the_output_exists(tmp_path, capsys):
+    output = tmp_path / "corpus.txt"
+    with pytest.raises(SystemExit) as exit_info:
+        corpus.main([f"--output={output}", "--source=wordnet", f"--wordnet_dir={tmp_path}"])
+    assert exit_info.value.code == 2
+    assert f"--wordnet_dir={tmp_path}: no data.noun, data.verb, data.adj, data.adv" in \
+        capsys.readouterr().err
+    assert not output.exists() and os.listdir(tmp_path) == []
