@@ -320,6 +320,25 @@ def test_ner_table_crf_rows_vary_head_context_and_learning_rate(tmp_path):
     assert len({c.output_dir for _, runs in rows for c in runs.values()}) == 10
 
 
+def test_ner_table_experiment_names_the_feature_rows_head_and_options(tmp_path):
+    tool = _tool("ner_table")
+    task = plugins.registry().task("conll2003")
+    base = RunConfig(task="conll2003", output_dir=str(tmp_path / "ner"), num_train_epochs=3.0,
+                     learning_rate=1e-4, frozen_learning_rate=1e-3, init_checkpoint="random")
+    flags_of = {"feature_bilstm": {"feature_bilstm_lstm_units": 256,
+                                   "feature_bilstm_layers": "concat_last_four"}}
+    rows = tool.plan(base, task, [1, 2], tool.table7_rows(["last", "embeddings"]), flags_of)
+    tuned, frozen = rows[0][1][1], rows[1][1][1]
+    experiment = tool.table_experiment(tuned, frozen, [1, 2])
+    assert (experiment["head"], experiment["learning_rate"]) == ("tagger", 1e-4)
+    assert experiment["feature_head"] == "feature_bilstm"
+    assert experiment["feature_learning_rate"] == 1e-3
+    # the layer choice differs from row to row: it is in the row labels, not here
+    assert experiment["feature_bilstm_lstm_units"] == 256
+    assert "feature_bilstm_layers" not in experiment
+    assert experiment["seeds"] == [1, 2]
+
+
 def test_ner_table_table7_layers_pick_the_feature_rows():
     tool = _tool("ner_table")
     rows = tool.table7_rows(["last", "embeddings"])

@@ -112,6 +112,16 @@ def table(rows, task, baseline=None):
     return restarts.summarize(collected, "f1", baseline)
 
 
+def table_experiment(tuned, frozen, seeds):
+    """The experiment findings.py shows: the fine-tuning row's run config, plus what the
+    feature-based rows differ in (head, learning rate, head options but the per-row layer
+    choice), so a reader does not take the whole table for `tagger` runs."""
+    row_specific = ("feature_bilstm_layers", "bilstm_crf_frozen")
+    options = {k: v for k, v in sorted(frozen.head_options.items()) if k not in row_specific}
+    return restarts.experiment(tuned, seeds, feature_head=frozen.head,
+                               feature_learning_rate=frozen.learning_rate, **options)
+
+
 def main(argv):
     if len(argv) > 1:
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -146,8 +156,7 @@ def main(argv):
     text = header + restarts.markdown(summary, row_header="approach")
     restarts.write_outputs(base.output_dir, "table", {task.name: summary}, text,
                            restarts.command_line(),
-                           restarts.experiment(tuned, seeds,
-                                               feature_learning_rate=frozen.learning_rate))
+                           table_experiment(tuned, frozen, seeds))
     sys.stdout.write(text)
     return 0
 
