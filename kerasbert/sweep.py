@@ -296,8 +296,10 @@ def write_summary(base, plan, results, task, best, baseline=None):
                                                row_header="learning rate"),
         "command": restarts.command_line(),
     }
-    summary["experiment"] = restarts.experiment(base, summary["seeds"],
-                                                learning_rates=summary["learning_rates"])
+    experiment = restarts.experiment(base, summary["seeds"],
+                                     learning_rates=summary["learning_rates"])
+    del experiment["learning_rate"]  # --learning_rate is not what any run used: the grid is
+    summary["experiment"] = experiment
     atomic_write_json(run_folder.path(base.output_dir, run_folder.SWEEP_JSON), summary)
     report.write_sweep_report(base.output_dir)
     return summary

@@ -2,6 +2,7 @@
 
 import csv
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,9 @@ def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
     assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in rows)
     assert (out / "grid.md").read_text() in result.stdout
     assert (out / "grid.png").stat().st_size > 5000
+    experiment = json.loads((out / "grid.json").read_text())["experiment"]
+    assert experiment["sizes"] == ["2/32/2 (random)", "4/32/2 (random)", "2/48/2 (pretrained)"]
+    assert experiment["init_checkpoint"] == "per size" and "model_size" not in experiment
     # Run again: every size is finished, nothing is trained; the table is the same.
     again = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -155,6 +155,9 @@ def test_sweep_keeps_the_best_run_prunes_the_others_and_summarises(tmp_path):
     summary2 = sweep.run_sweep(_base(tmp_path), "1e-3,2e-3", 2, execute=_fake_execute(again),
                                log=lambda _: None)
     assert again == [] and summary2 == summary
+    # the grid, not --learning_rate, is what the runs used
+    assert summary["experiment"]["learning_rates"] == [1e-3, 2e-3]
+    assert "learning_rate" not in summary["experiment"]
 
 
 def test_a_sweep_recording_trajectories_prunes_nothing(tmp_path):

@@ -130,6 +130,17 @@ def describe_rows(rows, task):
     return info, lines
 
 
+def grid_experiment(first, seeds, info):
+    """The experiment findings.py shows: the first run's data and budget, and the sizes as
+    rows (L/H/A and init each) in place of the first run's own --model_size and encoder."""
+    experiment = restarts.experiment(first, seeds, sizes=[
+        f"{entry['size']} ({entry['init']})" for entry in info.values()])
+    experiment.pop("model_size", None)
+    inits = {entry["init"] for entry in info.values()}
+    experiment["init_checkpoint"] = inits.pop() if len(inits) == 1 else "per size"
+    return experiment
+
+
 def write_outputs(output_dir, task, rows, seeds, baseline=None):
     from kerasbert.analysis.report_plots import plot_size_grid
 
@@ -162,7 +173,7 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
         summary, scale=1.0, digits=4, row_header="entry",
         extra=[("L/H/A", sizes), ("init", inits), ("encoder parameters", params)])
     restarts.write_outputs(output_dir, "grid", {task.name: summary}, text,
-                           restarts.command_line(), restarts.experiment(first, seeds))
+                           restarts.command_line(), grid_experiment(first, seeds, info))
     plot_size_grid([{"parameters": info[r["label"]]["parameters"], "value": r["mean"],
                      "size": info[r["label"]]["size"]} for r in summary["rows"]
                     if r["label"] in info and r["mean"] is not None],
