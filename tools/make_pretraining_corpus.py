@@ -57,7 +57,7 @@ def documents():
 WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 SYNSETS_PER_DOCUMENT = 20
 # a data line: offset lex_filenum ss_type w_cnt (word lex_id)×w_cnt ... | gloss
-_DATA_LINE = re.compile(r"^\d{8} (\d\d) [nvasr] ([0-9a-f]{2}) (.*?)\|(.*)$")
+_DATA_LINE = re.compile(r"^\d{8} (\d\d) [nvasr] [0-9a-f]{2} (.*?)\|(.*)$")
 _EXAMPLE = re.compile(r'"([^"]+)"')
 
 
@@ -71,7 +71,7 @@ def _gloss_sentences(line):
     match = _DATA_LINE.match(line)
     if match is None:
         return None
-    lexfile, count, fields, gloss = match.groups()
+    lexfile, fields, gloss = match.groups()
     lemma = fields.split()[0].replace("_", " ")
     lemma = re.sub(r"\([a-z]+\)$", "", lemma)  # adjective markers: long(a)
     definition = _EXAMPLE.sub("", gloss).strip(" ;")

@@ -136,8 +136,8 @@ def grid_experiment(first, seeds, info):
     experiment = restarts.experiment(first, seeds, sizes=[
         f"{entry['size']} ({entry['init']})" for entry in info.values()])
     experiment.pop("model_size", None)
-    inits = {entry["init"] for entry in info.values()}
-    experiment["init_checkpoint"] = inits.pop() if len(inits) == 1 else "per size"
+    if len({entry["init"] for entry in info.values()}) > 1:
+        experiment["init_checkpoint"] = "per size"  # else the first run's is every run's
     return experiment
 
 
