@@ -114,8 +114,12 @@ def test_sweep_ablation_and_landscape_inputs(tmp_path):
                        ("2e-05", {1: 0.53, 2: 0.51, 3: 0.55})])}, f)
     write(tmp_path / "abl", "results.json", {"sst2": table("accuracy", [
         ("BERT (MLM + NSP)", {1: 0.80, 2: 0.81, 3: 0.80}),
-        ("No pre-training (random init)", {1: 0.60, 2: 0.62, 3: 0.61})])},
-        {"tasks": ["sst2"]})
+        ("No pre-training (random init)", {1: 0.60, 2: 0.62, 3: 0.61})]),
+        "stsb": table("pearson", [  # the pair task with no column in the paper's Table 5
+            ("BERT (MLM + NSP)", {1: 0.30, 2: 0.35, 3: 0.32}),
+            ("No NSP", {1: 0.31, 2: 0.33, 3: 0.36}),
+            ("No pre-training (random init)", {1: 0.10, 2: 0.12, 3: 0.08})])},
+        {"tasks": ["sst2", "stsb"]})
     with open(tmp_path / "landscape_findings.json", "w") as f:
         json.dump({"command": "python -m kerasbert.landscape --mode=hessian",
                    "experiment": {"task": "sst2"}, "claims": {"hao-flatter-optima": {
@@ -125,6 +129,11 @@ def test_sweep_ablation_and_landscape_inputs(tmp_path):
     assert measured["bert-t5-pretraining-sst2"][0]["difference"] == pytest.approx(0.19333333)
     assert measured["bert-t5-pretraining-sst2"][0]["verdict"] == "supported"
     assert measured["bert-t5-pretraining-mrpc"] == []
+    (floor,) = measured["bert-t5-pretraining-stsb"]  # 0.20, 0.23, 0.24
+    assert (floor["difference"], floor["verdict"]) == (pytest.approx(0.22333333), "supported")
+    (nsp,) = measured["bert-t5-nsp-stsb"]  # −0.01, +0.02, −0.04
+    assert nsp["verdict"] == "not distinguishable"
+    assert measured["bert-t5-ltr-stsb"] == []  # no LTR row
     assert measured["hao-flatter-optima"][0]["verdict"] == "supported"
 
 
