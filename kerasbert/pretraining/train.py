@@ -113,7 +113,13 @@ def _trim(features):
     out = dict(features)
     for k in ("input_ids", "input_mask", "segment_ids"):
         out[k] = features[k][:, :length]
-    return out, tf.zeros([tf.shape(features["input_ids"])[0]], tf.int32)
+    return _untrimmed(out)
+
+
+def _untrimmed(features):
+    """A batch as the Trainer takes it: (features, one dummy label per example). With
+    --jit_compile the batches keep max_seq_length, so that XLA compiles one shape."""
+    return features, tf.zeros([tf.shape(features["input_ids"])[0]], tf.int32)
 
 
 class PretrainingKind(TaskKind):
@@ -127,6 +133,12 @@ class PretrainingKind(TaskKind):
 def make_trainer_class():
     class PretrainingTrainer(Trainer):
         """kerasbert's Trainer with the pre-training objective as its loss."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # Fine-tuning pads trimmed batches to a multiple of 32 for XLA, by the key
+            # token_ids; pre-training batches are not trimmed under XLA (_untrimmed).
+            self.length_multiple = 1
 
         def _loss_and_gradients(self, inputs, labels, variables, scale, global_batch_size):
             with tf.GradientTape() as tape:
@@ -187,7 +199,8 @@ def run_pretraining(config, show_progress=None):
             model = objectives.PretrainingModel(backbone, config.objective)
         seq, preds = data_config["max_seq_length"], data_config["max_predictions_per_seq"]
         train_ds = data_lib.make_dataset(files, seq, preds, config.train_batch_size, True,
-                                         config.seed).map(_trim)
+                                         config.seed).map(
+                                             _untrimmed if config.jit_compile else _trim)
         with strategy.scope():
             model(next(iter(train_ds))[0])  # creates every weight
             optimizer = create_optimizer(model.trainable_variables, config.learning_rate,

@@ -163,3 +163,21 @@ def test_pretrain_cli(corpus_data, tmp_path):
     bad = subprocess.run(cmd[:3] + [f"--output_dir={tmp_path / 'x'}", "--input_file=/nope*"],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "--input_file" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_xla_pretraining_takes_the_same_steps_as_the_default(corpus_data, tmp_path):
+    """--jit_compile keeps each batch at max_seq_length (one XLA shape) instead of trimming
+    it: padding is masked, so without dropout the losses are those of the trimmed run."""
+    files = corpus_data[1]
+    losses = {}
+    for jit in (False, True):
+        config = PretrainConfig(
+            input_file=files["nsp"], output_dir=str(tmp_path / f"jit-{jit}"), objective="bert",
+            model_size="2/32/2", train_batch_size=8, num_train_steps=4, num_warmup_steps=1,
+            learning_rate=5e-3, log_every=1, max_eval_steps=1, seed=3, dropout=0.0,
+            jit_compile=jit)
+        run_pretraining(config, show_progress=False)
+        with open(tmp_path / f"jit-{jit}" / "history.csv") as f:
+            losses[jit] = [float(row["loss"]) for row in csv.DictReader(f)]
+    assert len(losses[True]) == 4
+    np.testing.assert_allclose(losses[True], losses[False], rtol=2e-4)
