@@ -137,6 +137,21 @@ def test_sweep_ablation_and_landscape_inputs(tmp_path):
     assert measured["hao-flatter-optima"][0]["verdict"] == "supported"
 
 
+def test_rows_of_one_table_are_not_paired_with_another_runs_rows(tmp_path):
+    """Two ablations at different pre-training budgets: each claim is measured inside each
+    run; the long run's BERT row is never paired with the short run's random row."""
+    for name, bert, random in (("short", 0.60, 0.70), ("long", 0.80, 0.70)):
+        write(tmp_path / name, "results.json", {"sst2": table("accuracy", [
+            ("BERT (MLM + NSP)", {1: bert, 2: bert + 0.01, 3: bert}),
+            ("No pre-training (random init)", {1: random, 2: random + 0.02, 3: random - 0.01})
+        ])}, {"tasks": ["sst2"], "pretraining_steps": 1000 if name == "short" else 9000})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    got = sorted((r["sources"][0].split(os.sep)[-2], round(r["difference"], 4))
+                 for r in measured["bert-t5-pretraining-sst2"])
+    assert got == [("long", 0.1), ("short", -0.1)]
+    assert all(len(r["sources"]) == 1 for r in measured["bert-t5-pretraining-sst2"])
+
+
 def test_cli_writes_the_report_and_refuses_bad_runs(tmp_path, capsys):
     inputs(tmp_path)
     out = tmp_path / "docs" / "findings.md"

@@ -268,9 +268,16 @@ def measure(claim, sources):
     if claim["a"]["tool"] == "landscape":
         return measure_landscape(claim, sources)
     results = []
+    # Sides that differ only by their row compare the rows of one table (one run's
+    # controlled comparison): a row of another run (say, a longer pre-training) is not
+    # paired with them. Sides with different settings (heads) pair across files.
+    one_table = claim["a"]["tool"] == claim["b"]["tool"] and (
+        claim["a"]["where"] == claim["b"]["where"])
     for task, a, a_src in candidates(claim["a"], sources):
         for task_b, b, b_src in candidates(claim["b"], sources):
             if task_b != task or (a_src["file"] == b_src["file"] and a is b):
+                continue
+            if one_table and a_src["file"] != b_src["file"]:
                 continue
             values_a = dict(zip(map(str, a["seeds"]), a["values"]))
             values_b = dict(zip(map(str, b["seeds"]), b["values"]))
