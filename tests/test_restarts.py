@@ -428,7 +428,7 @@ def test_model_size_grid_over_seeds(tmp_path, capsys):
 def test_pretraining_ablation_tables_per_task(tmp_path):
     tool = _tool("pretraining_ablation")
     results = []
-    for i, (label, _, _) in enumerate(tool.VARIANTS):
+    for i, (label, _, _) in enumerate(tool.VARIANTS.values()):
         runs = {}
         for seed in (1, 2, 3):
             out = str(tmp_path / f"v{i}" / f"seed-{seed}")
@@ -444,3 +444,13 @@ def test_pretraining_ablation_tables_per_task(tmp_path):
     assert rows[-1]["difference"]["difference"] == pytest.approx(-0.2)
     assert rows[-1]["difference"]["std"] == pytest.approx(0.0, abs=1e-12)
     assert "| BERT (MLM + NSP) | 82.0 ± 1.0 |" in tool.table(results, ["sst2"])
+
+
+def test_pretraining_ablation_variants_pick_rows_in_table_order():
+    tool = _tool("pretraining_ablation")
+    assert [label for label, _, _ in tool.chosen_variants("random,bert")] == [
+        "BERT (MLM + NSP)", "No pre-training (random init)"]
+    assert [o for _, o, _ in tool.chosen_variants(",".join(tool.VARIANTS))] == [
+        "bert", "no_nsp", "ltr", "ltr", None]
+    with pytest.raises(InputError, match=r"--variants=bert,mlm: unknown mlm \(choose from"):
+        tool.chosen_variants("bert,mlm")

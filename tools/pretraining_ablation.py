@@ -15,6 +15,7 @@
    classifier (a causal encoder's [CLS] sees nothing else), and LTR & No NSP + BiLSTM
    with the `top_bilstm` head on the same LTR encoder; plus a row with no pre-training
    (a random encoder of the same size) as the floor;
+   (--variants picks the rows, and only their objectives are pre-trained);
 5. repeats every fine-tuning over --seeds (default --seed; the pre-training runs once per
    objective, with --seed) into finetune/<variant>-<task>/seed-<n>/, reusing finished runs;
 6. writes table.md (rows = variants, columns = tasks + held-out LM metrics, each cell the
@@ -39,12 +40,13 @@ from kerasbert import run_folder  # light: no TensorFlow
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLUE_FOLDERS = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA",
                 "qnli": "QNLI", "mnli": "MNLI", "qqp": "QQP"}
-# (row label, pre-training objective or None, fine-tuning head or None for the task's own)
-VARIANTS = [("BERT (MLM + NSP)", "bert", None),
-            ("No NSP", "no_nsp", None),
-            ("LTR & No NSP", "ltr", "last_token"),
-            ("+ BiLSTM", "ltr", "top_bilstm"),
-            ("No pre-training (random init)", None, None)]
+# --variants key: (row label, pre-training objective or None, fine-tuning head or None
+# for the task's own)
+VARIANTS = {"bert": ("BERT (MLM + NSP)", "bert", None),
+            "no_nsp": ("No NSP", "no_nsp", None),
+            "ltr": ("LTR & No NSP", "ltr", "last_token"),
+            "ltr_bilstm": ("+ BiLSTM", "ltr", "top_bilstm"),
+            "random": ("No pre-training (random init)", None, None)}
 
 
 def parse_args():
@@ -74,6 +76,9 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1, help="pre-training seed (and the "
                    "fine-tuning seed without --seeds)")
     p.add_argument("--seeds", default=None, help="fine-tuning seeds, e.g. 1,2,3 (default: --seed)")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="the rows, a subset of "
+                   f"{','.join(VARIANTS)}: only their objectives are pre-trained (e.g. "
+                   "bert,random for a long pre-training of one objective)")
     p.add_argument("--baseline", default=None, help="the variant the others are compared "
                    "with, paired over seeds (default: the first, BERT (MLM + NSP))")
     return p.parse_args()
@@ -188,7 +193,8 @@ def main():
 
     try:
         seeds = restarts.parse_seeds(args.seeds, args.seed)
-        restarts.baseline_label([label for label, _, _ in VARIANTS], args.baseline)
+        variants = chosen_variants(args.variants)
+        restarts.baseline_label([label for label, _, _ in variants], args.baseline)
     except InputError as e:
         print(f"pretraining_ablation: error: {e}", file=sys.stderr)
         return 2
@@ -197,11 +203,11 @@ def main():
     timings = {}
     files = make_data(args, timings)
     pretrained = {}
-    for objective in ("bert", "no_nsp", "ltr"):
+    for objective in dict.fromkeys(o for _, o, _ in variants if o):
         pretrained[objective] = pretrain(args, files, objective)
         print(f"ablation: pre-trained {objective}: {pretrained[objective][0]}", flush=True)
     results = []
-    for label, objective, head in VARIANTS:
+    for label, objective, head in variants:
         metrics, encoder = pretrained[objective] if objective else (None, None)
         row = {"variant": label, "objective": objective, "head": head,
                "pretraining": metrics, "tasks": {}}
@@ -238,6 +244,18 @@ def main():
                        "finetune_learning_rate": args.finetune_learning_rate}})
     sys.stdout.write(markdown)
     return 0
+
+
+def chosen_variants(spec):
+    """The --variants rows, in the table's order: [(label, objective, head)]."""
+    from kerasbert.errors import InputError
+
+    keys = [k.strip() for k in spec.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in VARIANTS]
+    if unknown or not keys:
+        what = f"unknown {', '.join(unknown)}" if unknown else "no variant"
+        raise InputError(f"--variants={spec}: {what} (choose from {','.join(VARIANTS)})")
+    return [VARIANTS[k] for k in VARIANTS if k in keys]
 
 
 def restarts_tables(results, tasks, baseline=None):
