@@ -84,7 +84,7 @@ def parse_args():
     return p.parse_args()
 
 
-def make_data(args, timings):
+def make_data(args, timings, objectives=("bert", "no_nsp", "ltr")):
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.pretraining import data
 
@@ -100,7 +100,10 @@ def make_data(args, timings):
         data.learn_vocab([corpus], args.vocab_size, True, vocab)
     tokenizer = WordPieceTokenizer(vocab, do_lower_case=True)
     files = {}
-    for name, nsp in (("nsp", 0.5), ("contiguous", 0.0)):
+    needed = [(name, nsp) for name, nsp, users in (("nsp", 0.5, {"bert"}),
+                                                   ("contiguous", 0.0, {"no_nsp", "ltr"}))
+              if users & set(objectives)]
+    for name, nsp in needed:
         folder = os.path.join(args.work_dir, f"data_{name}")
         if not os.path.exists(os.path.join(folder, data.DATA_CONFIG)):
             options = data.DataOptions(
@@ -201,9 +204,10 @@ def main():
     os.makedirs(args.work_dir, exist_ok=True)
     tasks = [t for t in args.tasks.split(",") if t]
     timings = {}
-    files = make_data(args, timings)
+    objectives = list(dict.fromkeys(o for _, o, _ in variants if o))
+    files = make_data(args, timings, objectives)
     pretrained = {}
-    for objective in dict.fromkeys(o for _, o, _ in variants if o):
+    for objective in objectives:
         pretrained[objective] = pretrain(args, files, objective)
         print(f"ablation: pre-trained {objective}: {pretrained[objective][0]}", flush=True)
     results = []

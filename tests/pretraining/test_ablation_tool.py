@@ -45,3 +45,26 @@ def test_ablation_writes_table_5_layout(tmp_path):
     # The two LTR rows fine-tune the same causal encoder.
     config = json.loads((work / "pretrained_ltr" / "encoder" / "encoder_config.json").read_text())
     assert config["causal"] is True
+
+
+@pytest.mark.large
+def test_ablation_variants_pretrain_only_what_their_rows_need(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join("the cat sat on the mat .\nthe dog ran on the log .\n\n"
+                              for _ in range(10)))
+    work = tmp_path / "ablation"
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "pretraining_ablation.py"),
+           f"--work_dir={work}", f"--corpus={corpus}", "--vocab_size=40", "--max_seq_length=32",
+           "--max_predictions_per_seq=5", "--dupe_factor=1", "--model_size=2/32/2",
+           "--num_train_steps=2", "--num_warmup_steps=1", "--train_batch_size=4",
+           "--tasks=sst2", "--max_train_examples=8", "--max_eval_examples=8",
+           "--finetune_epochs=1", "--finetune_batch_size=8", "--finetune_max_seq_length=32",
+           "--seeds=1,2", "--variants=random,bert"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((work / "results.json").read_text())
+    assert [r["variant"] for r in results["rows"]] == ["BERT (MLM + NSP)",
+                                                       "No pre-training (random init)"]
+    assert sorted(p.name for p in work.iterdir() if p.is_dir()) == [
+        "data_nsp", "finetune", "pretrained_bert"]  # no contiguous data, no other objective
+    assert results["tables"]["sst2"]["rows"][1]["difference"]["n"] == 2
