@@ -14,8 +14,8 @@
    BERT and No NSP with BERT's [CLS] classifier, LTR & No NSP with the last-token
    classifier (a causal encoder's [CLS] sees nothing else), and LTR & No NSP + BiLSTM
    with the `top_bilstm` head on the same LTR encoder; plus a row with no pre-training
-   (a random encoder of the same size) as the floor;
-   (--variants picks the rows, and only their objectives are pre-trained);
+   (a random encoder of the same size) as the floor. --variants picks the rows; only
+   their objectives are pre-trained, and only the data sets those need are made;
 5. repeats every fine-tuning over --seeds (default --seed; the pre-training runs once per
    objective, with --seed) into finetune/<variant>-<task>/seed-<n>/, reusing finished runs;
 6. writes table.md (rows = variants, columns = tasks + held-out LM metrics, each cell the
@@ -84,7 +84,7 @@ def parse_args():
     return p.parse_args()
 
 
-def make_data(args, timings, objectives=("bert", "no_nsp", "ltr")):
+def make_data(args, timings, objectives):
     from kerasbert.data.tokenization import WordPieceTokenizer
     from kerasbert.pretraining import data
 

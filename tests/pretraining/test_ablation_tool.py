@@ -11,6 +11,20 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _run_ablation(work, corpus, *flags):
+    """The tool on a 2/32/2 model, 2 pre-training steps, 8 SST-2 sample sentences, seeds 1,2."""
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "pretraining_ablation.py"),
+           f"--work_dir={work}", f"--corpus={corpus}", "--max_seq_length=32",
+           "--max_predictions_per_seq=5", "--dupe_factor=1", "--model_size=2/32/2",
+           "--num_train_steps=2", "--num_warmup_steps=1", "--train_batch_size=4",
+           "--tasks=sst2", "--max_train_examples=8", "--max_eval_examples=8",
+           "--finetune_epochs=1", "--finetune_batch_size=8", "--finetune_max_seq_length=32",
+           "--seeds=1,2", *flags]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 @pytest.mark.large
 def test_ablation_writes_table_5_layout(tmp_path):
     rng = random.Random(0)
@@ -20,15 +34,7 @@ def test_ablation_writes_table_5_layout(tmp_path):
         "".join(" ".join(rng.choice(words) for _ in range(6)) + " .\n" for _ in range(5)) + "\n"
         for _ in range(10)))
     work = tmp_path / "ablation"
-    cmd = [sys.executable, os.path.join(ROOT, "tools", "pretraining_ablation.py"),
-           f"--work_dir={work}", f"--corpus={corpus}", "--vocab_size=60", "--max_seq_length=32",
-           "--max_predictions_per_seq=5", "--dupe_factor=1", "--model_size=2/32/2",
-           "--num_train_steps=2", "--num_warmup_steps=1", "--train_batch_size=4",
-           "--tasks=sst2", "--max_train_examples=8", "--max_eval_examples=8",
-           "--finetune_epochs=1", "--finetune_batch_size=8", "--finetune_max_seq_length=32",
-           "--seeds=1,2"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run_ablation(work, corpus, "--vocab_size=60")
     table = (work / "table.md").read_text()
     assert table in done.stdout
     rows = [line.split("|")[1].strip() for line in table.strip().splitlines()[2:7]]
@@ -53,15 +59,7 @@ def test_ablation_variants_pretrain_only_what_their_rows_need(tmp_path):
     corpus.write_text("".join("the cat sat on the mat .\nthe dog ran on the log .\n\n"
                               for _ in range(10)))
     work = tmp_path / "ablation"
-    cmd = [sys.executable, os.path.join(ROOT, "tools", "pretraining_ablation.py"),
-           f"--work_dir={work}", f"--corpus={corpus}", "--vocab_size=40", "--max_seq_length=32",
-           "--max_predictions_per_seq=5", "--dupe_factor=1", "--model_size=2/32/2",
-           "--num_train_steps=2", "--num_warmup_steps=1", "--train_batch_size=4",
-           "--tasks=sst2", "--max_train_examples=8", "--max_eval_examples=8",
-           "--finetune_epochs=1", "--finetune_batch_size=8", "--finetune_max_seq_length=32",
-           "--seeds=1,2", "--variants=random,bert"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    _run_ablation(work, corpus, "--vocab_size=40", "--variants=random,bert")
     results = json.loads((work / "results.json").read_text())
     assert [r["variant"] for r in results["rows"]] == ["BERT (MLM + NSP)",
                                                        "No pre-training (random init)"]
