@@ -83,9 +83,11 @@ def test_every_verdict_from_hand_made_tables(tmp_path):
     assert (fine["a"], fine["b"]) == ("stack-and-finetune", "fine-tune only")
     assert measured["bert-t6-size"] == [] and measured["hao-flatter-optima"] == []
     assert ("| Table 7: the embeddings alone as features are far behind fine-tuning | "
-            "Devlin et al. 2019 (BERT) | 91.0 vs 96.4 dev F1: −5.4 | conll2003 | 3 | "
+            "Devlin et al. 2019 (BERT) | 91.0 vs 96.4 dev F1: −5.4 | conll2003 | ner | 3 | "
             "-24.7 [-33.4, -15.9] | **supported** |") in text
-    assert "| 0 | – | not measured |" in text
+    assert "| – | – | 0 | – | not measured |" in text
+    # a claim measured across two results files names both folders
+    assert "| mrpc | cmp-noctx + cmp | 3 |" in text
     assert "  - command: `python tools/x.py --seeds=1,2,3`" in text
     # --model_size is shown only for the random initialisation that reads it
     assert ("  - experiment: task mrpc, head bimpm, data_dir glue/MRPC, seeds [1, 2, 3], "

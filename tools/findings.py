@@ -373,13 +373,15 @@ def report(sources, claims=CLAIMS):
              "observed effect would need are given). Hao et al.'s rows come from "
              "tools/landscape_findings.py: each measurement in its own unit (points where "
              "it is a dev metric), signed so that positive is the paper's direction.", "",
-             "| claim | paper | the paper's number | task | n | effect [95% interval] | "
-             "verdict |", "|---|---|---|---|---|---|---|"]
+             "Column *run*: the folder of the results file(s), which tells apart two "
+             "measurements of one claim (say, two pre-training budgets).", "",
+             "| claim | paper | the paper's number | task | run | n | effect [95% interval] "
+             "| verdict |", "|---|---|---|---|---|---|---|---|"]
     for c in claims:
         for r in measured[c["id"]] or [None]:
             if r is None:
                 lines.append(f"| {c['statement']} | {c['paper']} | {c['paper_number']} | – | "
-                             "0 | – | not measured |")
+                             "– | 0 | – | not measured |")
                 continue
             f = _formatter(r)
             unit = "" if r.get("points", True) else f" {r['metric']}"
@@ -387,7 +389,8 @@ def report(sources, claims=CLAIMS):
             what = c["statement"] if r["b"] or r["a"] == c["id"] else \
                 f"{c['statement']} — {r['a']}"
             lines.append(f"| {what} | {c['paper']} | {c['paper_number']} | "
-                         f"{r['task']} | {r['n']} | {f(r['difference'])}{interval}{unit} | "
+                         f"{r['task']} | {_run_names(r['sources'])} | {r['n']} | "
+                         f"{f(r['difference'])}{interval}{unit} | "
                          f"**{r['verdict']}** |")
     lines += ["", "## Each claim", ""]
     for c in claims:
@@ -420,6 +423,11 @@ def report(sources, claims=CLAIMS):
             lines.append("  - from " + ", ".join(f"`{s}`" for s in r["sources"]))
         lines.append("")
     return "\n".join(lines) + "\n", measured
+
+
+def _run_names(files):
+    """The folders that hold a measurement's results files, by their own names."""
+    return " + ".join(os.path.basename(os.path.dirname(os.path.abspath(f))) for f in files)
 
 
 def _describe_side(side):
