@@ -38,7 +38,7 @@ import tensorflow as tf
 from absl import flags
 
 from kerasbert.errors import InputError
-from kerasbert.model.backbone import all_layer_outputs_model
+from kerasbert.model.backbone import INPUT_NAMES, all_layer_outputs_model
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,6 @@ def _cache_key(backbone, inputs, indices, dtype) -> str:
     return h.hexdigest()
 
 
-INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 _ENCODERS = weakref.WeakKeyDictionary()  # backbone -> {layer indices: traced function}
 
 

@@ -14,9 +14,8 @@ those precomputed (`--feature_cache_dir`): the encoder is then not run at all.
 import keras
 import tensorflow as tf
 
-from kerasbert.model.backbone import all_layer_outputs_model
+from kerasbert.model.backbone import INPUT_NAMES, all_layer_outputs_model
 
-INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 
 class TaskModel(keras.Model):

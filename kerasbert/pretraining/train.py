@@ -107,19 +107,19 @@ def _make_encoder(config, data_config, vocab_file, do_lower_case):
     return backbone
 
 
+# The pre-training inputs whose last axis is the sequence (the masked-LM arrays are not).
+SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
 def _trim(features):
-    """Drops the all-padding columns of a batch (the records are padded to max_seq_length)."""
+    """A batch as the Trainer takes it, (features, one dummy label per example), without
+    its all-padding columns (the records are padded to max_seq_length). Under --jit_compile
+    the Trainer pads them back up to a multiple of 32 (few shapes for XLA to compile)."""
     length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], -1)), 2)
     out = dict(features)
-    for k in ("input_ids", "input_mask", "segment_ids"):
+    for k in SEQUENCE_INPUTS:
         out[k] = features[k][:, :length]
-    return _untrimmed(out)
-
-
-def _untrimmed(features):
-    """A batch as the Trainer takes it: (features, one dummy label per example). With
-    --jit_compile the batches keep max_seq_length, so that XLA compiles one shape."""
-    return features, tf.zeros([tf.shape(features["input_ids"])[0]], tf.int32)
+    return out, tf.zeros([tf.shape(out["input_ids"])[0]], tf.int32)
 
 
 class PretrainingKind(TaskKind):
@@ -135,10 +135,7 @@ def make_trainer_class():
         """kerasbert's Trainer with the pre-training objective as its loss."""
 
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            # Fine-tuning pads trimmed batches to a multiple of 32 for XLA, by the key
-            # token_ids; pre-training batches are not trimmed under XLA (_untrimmed).
-            self.length_multiple = 1
+            super().__init__(*args, sequence_inputs=SEQUENCE_INPUTS, **kwargs)
 
         def _loss_and_gradients(self, inputs, labels, variables, scale, global_batch_size):
             with tf.GradientTape() as tape:
@@ -199,8 +196,7 @@ def run_pretraining(config, show_progress=None):
             model = objectives.PretrainingModel(backbone, config.objective)
         seq, preds = data_config["max_seq_length"], data_config["max_predictions_per_seq"]
         train_ds = data_lib.make_dataset(files, seq, preds, config.train_batch_size, True,
-                                         config.seed).map(
-                                             _untrimmed if config.jit_compile else _trim)
+                                         config.seed).map(_trim)
         with strategy.scope():
             model(next(iter(train_ds))[0])  # creates every weight
             optimizer = create_optimizer(model.trainable_variables, config.learning_rate,

@@ -16,6 +16,7 @@ import tensorflow as tf
 from kerasbert.data import pipeline
 from kerasbert.errors import TrainingError
 from kerasbert.kinds.base import training_loss
+from kerasbert.model.backbone import INPUT_NAMES
 from kerasbert.plugins import resolve_kind
 from kerasbert.tasks.base import PADDING_LOGIT
 from kerasbert.training import precision, xla_dropout
@@ -40,7 +41,8 @@ class Trainer:
     """
 
     def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0, jit_compile=False,
-                 accumulation_steps=1, loss_scale=None, token_mean_loss=False):
+                 accumulation_steps=1, loss_scale=None, token_mean_loss=False,
+                 sequence_inputs=INPUT_NAMES):
         self.model = model
         self.kind = resolve_kind(kind)
         self.per_example_loss = training_loss(self.kind, model)  # the head's, or the kind's
@@ -58,6 +60,7 @@ class Trainer:
         # XLA compiles once per input shape: batches trimmed to their own longest sequence
         # are padded up to a multiple of 32 so that few shapes (≤ 4 at length 128) exist.
         self.length_multiple = XLA_LENGTH_MULTIPLE if jit_compile else 1
+        self.sequence_inputs = tuple(sequence_inputs)
         self.loss_scale = None
         if model.dtype_policy.compute_dtype == "float16" and optimizer is not None:
             self.loss_scale = loss_scale
@@ -191,7 +194,7 @@ class Trainer:
             limit = getattr(getattr(self.model, "backbone", None), "max_sequence_length", None)
             dataset = dataset.map(lambda x, y: pad_to_multiple(
                 x, y, self.length_multiple, labels_per_token=self.kind.labels_per_token,
-                max_length=limit))
+                max_length=limit, keys=self.sequence_inputs))
         # One replica iterates the dataset itself: OneDeviceStrategy would wrap it in a
         # MultiDeviceIterator, whose destruction at every epoch's end waited for tf.data's
         # autotuning thread to wake up (0–60 s; 28–98 s per epoch measured, 2026-12-02).
@@ -265,11 +268,14 @@ def without_graph_optimizer():
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
-def pad_to_multiple(inputs, labels, multiple, labels_per_token=False, max_length=None):
+def pad_to_multiple(inputs, labels, multiple, labels_per_token=False, max_length=None,
+                    keys=INPUT_NAMES):
     """Right-pads a batch's sequence axis to a multiple of `multiple`, but not beyond
     `max_length` (the encoder's position table): masked positions (padding_mask 0,
-    tagging label -1) that change no result."""
-    length = tf.shape(inputs["token_ids"])[-1]
+    tagging label -1) that change no result. `keys`: the inputs whose last axis is the
+    sequence, the first giving its length (other inputs, e.g. pre-training's masked
+    positions, are left as they are)."""
+    length = tf.shape(inputs[keys[0]])[-1]
     missing = (multiple - length % multiple) % multiple
     if max_length is not None:
         missing = tf.minimum(missing, tf.maximum(max_length - length, 0))
@@ -278,7 +284,7 @@ def pad_to_multiple(inputs, labels, multiple, labels_per_token=False, max_length
         widths = [[0, 0]] * (len(t.shape) - 1) + [[0, missing]]
         return tf.pad(t, widths, constant_values=value)
 
-    inputs = {k: pad(v) for k, v in inputs.items()}
+    inputs = {k: pad(v) if k in keys else v for k, v in inputs.items()}
     return inputs, (pad(labels, -1) if labels_per_token else labels)
 
 

@@ -166,8 +166,9 @@ def test_pretrain_cli(corpus_data, tmp_path):
 
 
 def test_xla_pretraining_takes_the_same_steps_as_the_default(corpus_data, tmp_path):
-    """--jit_compile keeps each batch at max_seq_length (one XLA shape) instead of trimming
-    it: padding is masked, so without dropout the losses are those of the trimmed run."""
+    """--jit_compile pads each trimmed batch back up to a multiple of 32 (few XLA shapes),
+    its sequence inputs only: padding is masked, so without dropout the losses are those
+    of the plain run."""
     files = corpus_data[1]
     losses = {}
     for jit in (False, True):

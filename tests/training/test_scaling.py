@@ -87,6 +87,12 @@ def test_xla_batches_are_padded_to_multiples_of_32_with_masked_positions():
     # Never past the encoder's positions: 33 → 40 when the table has 40 rows.
     capped, _ = pad_to_multiple(inputs, tf.zeros([2]), 32, max_length=40)
     assert capped["token_ids"].shape == (2, 40)
+    # Only the named sequence inputs are padded (pre-training's masked positions are not),
+    # to the first one's length.
+    pretraining = {"input_ids": tf.ones([2, 33], tf.int32), "input_mask": tf.ones([2, 33]),
+                   "masked_lm_positions": tf.ones([2, 5], tf.int32)}
+    padded, _ = pad_to_multiple(pretraining, tf.zeros([2]), 32, keys=("input_ids", "input_mask"))
+    assert padded["input_mask"].shape == (2, 64) and padded["masked_lm_positions"].shape == (2, 5)
 
 
 @pytest.mark.large  # XLA compiles for ~20 s on CPU
