@@ -454,3 +454,74 @@ def test_pretraining_ablation_variants_pick_rows_in_table_order():
         "bert", "no_nsp", "ltr", "ltr", None]
     with pytest.raises(InputError, match=r"--variants=bert,mlm: unknown mlm \(choose from"):
         tool.chosen_variants("bert,mlm")
+
+
+def _ablation_args(tool, work, *flags):
+    """The tool's parsed flags for a work folder (argparse reads sys.argv), with the
+    vocabulary its random row's configs name."""
+    import sys
+    from unittest import mock
+
+    (work / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
+
+    with mock.patch.object(sys, "argv", ["pretraining_ablation.py", f"--work_dir={work}",
+                                         "--tasks=sst2", *flags]):
+        return tool.parse_args()
+
+
+def test_pretraining_ablation_picks_each_rows_best_learning_rate(tmp_path):
+    tool = _tool("pretraining_ablation")
+    args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,3e-4")
+    rates = tool.parse_learning_rates(args.finetune_learning_rate)
+    variants = tool.chosen_variants("bert,random")
+    planned = tool.plan(args, variants, ["sst2"], [1, 2], rates)
+    bert = planned["BERT (MLM + NSP)", "sst2"]
+    assert bert[3e-4][2].output_dir == str(
+        tmp_path / "finetune" / "bert-default-sst2" / "lr-0.0003" / "seed-2")
+    assert bert[3e-4][2].init_checkpoint == str(tmp_path / "pretrained_bert")
+    # BERT is best at 1e-4 (mean 0.70 vs 0.65), the random encoder at 3e-4 (0.62 vs 0.55).
+    accuracy = {("BERT (MLM + NSP)", 1e-4): (0.71, 0.69), ("BERT (MLM + NSP)", 3e-4): (0.6, 0.7),
+                ("No pre-training (random init)", 1e-4): (0.5, 0.6),
+                ("No pre-training (random init)", 3e-4): (0.61, 0.63)}
+    for (label, _), by_rate in planned.items():
+        for rate, runs in by_rate.items():
+            for seed, config in runs.items():
+                fake_run(config, {"accuracy": accuracy[label, rate][seed - 1]})
+    results = [{"variant": label, "pretraining": None,
+                "tasks": {"sst2": tool.task_result(planned[label, "sst2"])}}
+               for label, _, _ in variants]
+    assert [r["tasks"]["sst2"]["learning_rate"] for r in results] == [1e-4, 3e-4]
+    assert results[0]["tasks"]["sst2"]["values"] == [0.71, 0.69]
+    assert results[1]["tasks"]["sst2"]["by_learning_rate"] == {"0.0001": [0.5, 0.6],
+                                                              "0.0003": [0.61, 0.63]}
+    diff = tool.restarts_tables(results, ["sst2"])["sst2"]["rows"][1]["difference"]
+    assert diff["difference"] == pytest.approx(-0.08)  # (0.61 − 0.71 + 0.63 − 0.69) / 2
+    text = tool.table(results, ["sst2"])
+    assert "| BERT (MLM + NSP) | 70.0 ± 1.4 (lr 0.0001) |" in text
+
+
+def test_pretraining_ablation_learning_rate_choice_and_flag():
+    tool = _tool("pretraining_ablation")
+    assert tool.choose_learning_rate({1e-4: [0.5, None], 3e-4: [0.4, 0.45]}) == 1e-4
+    assert tool.choose_learning_rate({1e-4: [0.5, 0.6], 3e-4: [0.55, 0.55]}) == 1e-4  # tie
+    assert tool.choose_learning_rate({1e-4: [None], 3e-4: [None]}) is None
+    assert tool.parse_learning_rates("3e-4") == [3e-4]
+    for bad in ("", "fast", "1e-4,1e-4", "0,1e-4"):
+        with pytest.raises(InputError, match=r"--finetune_learning_rate=.*distinct positive"):
+            tool.parse_learning_rates(bad)
+
+
+def test_pretraining_ablation_refuses_a_finished_run_made_otherwise(tmp_path):
+    tool = _tool("pretraining_ablation")
+    variants = tool.chosen_variants("random")
+    old = tool.plan(_ablation_args(tool, tmp_path, "--finetune_epochs=4"), variants,
+                    ["sst2"], [1], [3e-4])
+    fake_run(old["No pre-training (random init)", "sst2"][3e-4][1], {"accuracy": 0.6})
+    again = tool.plan(_ablation_args(tool, tmp_path, "--finetune_epochs=4"), variants,
+                      ["sst2"], [1], [3e-4])
+    restarts.check_reusable([again["No pre-training (random init)", "sst2"][3e-4][1]])
+    new = tool.plan(_ablation_args(tool, tmp_path, "--finetune_epochs=2"), variants,
+                    ["sst2"], [1], [3e-4])
+    with pytest.raises(InputError, match=r"seed-1/run_config.json: this run was made with "
+                       r"num_train_epochs=4.0, now 2.0"):
+        restarts.check_reusable([new["No pre-training (random init)", "sst2"][3e-4][1]])

@@ -17,7 +17,12 @@
    (a random encoder of the same size) as the floor. --variants picks the rows; only
    their objectives are pre-trained, and only the data sets those need are made;
 5. repeats every fine-tuning over --seeds (default --seed; the pre-training runs once per
-   objective, with --seed) into finetune/<variant>-<task>/seed-<n>/, reusing finished runs;
+   objective, with --seed) and over --finetune_learning_rate (one or several) into
+   finetune/<objective>-<head>-<task>/lr-<lr>/seed-<n>/, reusing finished runs (one made
+   with other settings is refused, naming the setting, before anything trains). With
+   several learning rates each row reports, per task, the one with the best mean dev metric
+   over the seeds: BERT's protocol (the best fine-tuning learning rate on dev), which
+   favours every row alike; results.json keeps every learning rate's values;
 6. writes table.md (rows = variants, columns = tasks + held-out LM metrics, each cell the
    mean ± sample std over seeds; then per task the restarts table: n, mean ± std, min–max,
    a 95% interval and the paired difference to --baseline, default the first variant,
@@ -35,7 +40,7 @@ import subprocess
 import sys
 import time
 
-from kerasbert import run_folder  # light: no TensorFlow
+from kerasbert import restarts, run_folder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLUE_FOLDERS = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA",
@@ -69,7 +74,9 @@ def parse_args():
                    "default: the bundled samples.")
     p.add_argument("--max_train_examples", type=int, default=None)
     p.add_argument("--max_eval_examples", type=int, default=None)
-    p.add_argument("--finetune_learning_rate", type=float, default=1e-4)
+    p.add_argument("--finetune_learning_rate", default="1e-4", help="one learning rate, "
+                   "or several (comma-separated): each row then takes, per task, the one "
+                   "with the best mean dev metric over --seeds")
     p.add_argument("--finetune_epochs", type=float, default=3.0)
     p.add_argument("--finetune_batch_size", type=int, default=32)
     p.add_argument("--finetune_max_seq_length", type=int, default=128)
@@ -132,25 +139,69 @@ def pretrain(args, files, objective):
     return run_pretraining(config, show_progress=False), out
 
 
-def finetune(args, task, encoder, head, out, seed):
+def finetune_config(args, task, encoder, head, out, seed, learning_rate):
+    """The run config of one fine-tuning, resolved (the task's recipe filled in) so that a
+    finished folder can be checked against it before anything trains."""
+    from kerasbert import plugins
     from kerasbert.config import RunConfig
-    from kerasbert.run import execute
 
-    if run_folder.is_finished(out):
-        return run_folder.read_metrics(out)
     values = {
-        "task": task, "output_dir": out, "overwrite_output_dir": True,
+        "task": task, "output_dir": out, "overwrite_output_dir": False,
         "init_checkpoint": encoder or "random", "model_size": args.model_size,
         "vocab_file": os.path.join(args.work_dir, "vocab.txt") if encoder is None else None,
         "do_lower_case": True if encoder is None else None,
         "data_dir": os.path.join(args.glue_dir, GLUE_FOLDERS[task]) if args.glue_dir else None,
         "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
         "max_seq_length": args.finetune_max_seq_length, "train_batch_size": args.finetune_batch_size,
-        "learning_rate": args.finetune_learning_rate, "num_train_epochs": args.finetune_epochs,
+        "learning_rate": learning_rate, "num_train_epochs": args.finetune_epochs,
         "seed": seed, "distribution_strategy": args.distribution_strategy}
     if head:
         values["head"] = head
-    return execute(RunConfig(**values))
+    return RunConfig(**values).resolved(plugins.registry().task(task))
+
+
+def plan(args, variants, tasks, seeds, learning_rates):
+    """{(row label, task): {learning rate: {seed: run config}}} of every fine-tuning, in
+    the table's order; a pre-trained row's encoder is the folder pretrain() writes."""
+    planned = {}
+    for label, objective, head in variants:
+        encoder = os.path.join(args.work_dir, f"pretrained_{objective}") if objective else None
+        for task in tasks:
+            folder = os.path.join(args.work_dir, "finetune",
+                                  f"{objective or 'random'}-{head or 'default'}-{task}")
+            planned[label, task] = {lr: {seed: finetune_config(
+                args, task, encoder, head,
+                restarts.seed_folder(os.path.join(folder, f"lr-{lr:g}"), seed), seed, lr)
+                for seed in seeds} for lr in learning_rates}
+    return planned
+
+
+def parse_learning_rates(spec):
+    """--finetune_learning_rate: one or several positive numbers, distinct, in order."""
+    from kerasbert.errors import InputError
+
+    try:
+        rates = [float(x) for x in str(spec).split(",") if x.strip()]
+    except ValueError:
+        rates = []
+    if not rates or any(not r > 0 for r in rates) or len(set(rates)) != len(rates):
+        raise InputError(f"--finetune_learning_rate={spec}: give one or more distinct "
+                         "positive numbers, comma-separated (e.g. 1e-4,3e-4)")
+    return rates
+
+
+def choose_learning_rate(by_rate):
+    """The learning rate whose finished runs have the best (highest) mean, from {learning
+    rate: [metric value, or None for a run that did not finish]}; the first on a tie, None
+    when no run finished. Every metric the ablation reports is higher-is-better."""
+    best, best_mean = None, None
+    for rate, values in by_rate.items():
+        finished = [v for v in values if v is not None]
+        if finished:
+            mean = sum(finished) / len(finished)
+            if best_mean is None or mean > best_mean:
+                best, best_mean = rate, mean
+    return best
 
 
 def main_metric(metrics):
@@ -171,6 +222,12 @@ def _cell(values):
     return f"{mean:.1f} ± {std:.1f}"
 
 
+def _task_cell(result):
+    """mean ± std, and the chosen learning rate where there was a choice."""
+    chosen = len(result.get("by_learning_rate", {})) > 1
+    return _cell(result["values"]) + (f" (lr {result['learning_rate']:g})" if chosen else "")
+
+
 def table(results, tasks):
     metric_names = {t: results[0]["tasks"][t]["metric"] for t in tasks}
     head = ["Pre-training tasks"] + [f"{t.upper()} ({metric_names[t]})" for t in tasks] + [
@@ -181,7 +238,7 @@ def table(results, tasks):
         mlm = p.get("heldout_mlm_accuracy")
         ppl = p.get("heldout_mlm_perplexity", p.get("heldout_lm_perplexity"))
         nsp = p.get("heldout_nsp_accuracy")
-        cells = [row["variant"]] + [_cell(row["tasks"][t]["values"]) for t in tasks] + [
+        cells = [row["variant"]] + [_task_cell(row["tasks"][t]) for t in tasks] + [
             "–" if mlm is None else f"{100 * mlm:.1f}",
             "–" if ppl is None else (f"{ppl:.1f} ({'LTR' if 'heldout_lm_perplexity' in p else 'MLM'})"),
             "–" if nsp is None else f"{100 * nsp:.1f}"]
@@ -191,42 +248,46 @@ def table(results, tasks):
 
 def main():
     args = parse_args()
-    from kerasbert import restarts
     from kerasbert.errors import InputError
 
     try:
         seeds = restarts.parse_seeds(args.seeds, args.seed)
         variants = chosen_variants(args.variants)
+        learning_rates = parse_learning_rates(args.finetune_learning_rate)
         restarts.baseline_label([label for label, _, _ in variants], args.baseline)
     except InputError as e:
         print(f"pretraining_ablation: error: {e}", file=sys.stderr)
         return 2
-    os.makedirs(args.work_dir, exist_ok=True)
     tasks = [t for t in args.tasks.split(",") if t]
+    os.makedirs(args.work_dir, exist_ok=True)
     timings = {}
     objectives = list(dict.fromkeys(o for _, o, _ in variants if o))
-    files = make_data(args, timings, objectives)
+    files = make_data(args, timings, objectives)  # the random row's configs need its vocab
+    try:
+        planned = plan(args, variants, tasks, seeds, learning_rates)
+        restarts.check_reusable([c for by_rate in planned.values()
+                                 for runs in by_rate.values() for c in runs.values()])
+    except InputError as e:
+        print(f"pretraining_ablation: error: {e}", file=sys.stderr)
+        return 2
     pretrained = {}
     for objective in objectives:
         pretrained[objective] = pretrain(args, files, objective)
         print(f"ablation: pre-trained {objective}: {pretrained[objective][0]}", flush=True)
+    from kerasbert.run import execute
+
+    restarts.run_all([c for by_rate in planned.values() for runs in by_rate.values()
+                      for c in runs.values()], execute, tool="ablation")
     results = []
     for label, objective, head in variants:
-        metrics, encoder = pretrained[objective] if objective else (None, None)
         row = {"variant": label, "objective": objective, "head": head,
-               "pretraining": metrics, "tasks": {}}
+               "pretraining": pretrained[objective][0] if objective else None, "tasks": {}}
         for task in tasks:
-            name = f"{objective or 'random'}-{head or 'default'}-{task}"
-            runs, values, metric = {}, [], None
-            for seed in seeds:
-                out = restarts.seed_folder(os.path.join(args.work_dir, "finetune", name), seed)
-                got = finetune(args, task, encoder, head, out, seed)
-                metric, value = main_metric(got)
-                runs[seed] = out
-                values.append(value)
-                print(f"ablation: {label} {task} seed {seed}: {metric}={value:.4f}", flush=True)
-            row["tasks"][task] = {"metric": metric, "values": values, "seeds": seeds,
-                                  "runs": runs}
+            row["tasks"][task] = task_result(planned[label, task])
+            for seed, value in zip(seeds, row["tasks"][task]["values"]):
+                print(f"ablation: {label} {task} seed {seed} (lr "
+                      f"{row['tasks'][task]['learning_rate']:g}): "
+                      f"{row['tasks'][task]['metric']}={value:.4f}", flush=True)
         results.append(row)
     tables = restarts_tables(results, tasks, args.baseline)
     markdown = table(results, tasks) + "".join(
@@ -235,6 +296,9 @@ def main():
     from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
     atomic_write_text(os.path.join(args.work_dir, "table.md"), markdown)
+    selection = ({"finetune_learning_rate": learning_rates[0]} if len(learning_rates) == 1
+                 else {"finetune_learning_rates": learning_rates,
+                       "finetune_learning_rate": "best mean dev metric per row and task"})
     atomic_write_json(os.path.join(args.work_dir, "results.json"), {
         "args": vars(args), "timings": timings, "rows": results, "tables": tables,
         "command": restarts.command_line(),
@@ -244,10 +308,25 @@ def main():
                        "pretraining_steps": args.num_train_steps,
                        "pretraining_batch_size": args.train_batch_size,
                        "max_train_examples": args.max_train_examples,
-                       "finetune_epochs": args.finetune_epochs,
-                       "finetune_learning_rate": args.finetune_learning_rate}})
+                       "finetune_epochs": args.finetune_epochs, **selection}})
     sys.stdout.write(markdown)
     return 0
+
+
+def task_result(by_rate):
+    """One row's cell for one task, from {learning rate: {seed: finished run config}}: the
+    chosen learning rate's runs and values, and every learning rate's values."""
+    metric, values = None, {}
+    for rate, runs in by_rate.items():
+        values[rate] = []
+        for config in runs.values():
+            metric, value = main_metric(run_folder.read_metrics(config.output_dir))
+            values[rate].append(value)
+    chosen = choose_learning_rate(values)
+    return {"metric": metric, "learning_rate": chosen, "values": values[chosen],
+            "seeds": list(by_rate[chosen]),
+            "runs": {seed: c.output_dir for seed, c in by_rate[chosen].items()},
+            "by_learning_rate": {f"{rate:g}": v for rate, v in values.items()}}
 
 
 def chosen_variants(spec):
