@@ -203,3 +203,20 @@ def test_a_claim_may_accept_several_heads(tmp_path):
     assert frozen["difference"] == pytest.approx(0.11667, abs=1e-4)
     assert frozen["verdict"] == "supported"
     assert "head sequence_classifier or mean_pool" in text
+
+
+def test_stack_against_a_budget_matched_fine_tune_on_any_task(tmp_path):
+    """The equal-steps claim reads any comparison table that has the budget-matched row, and
+    only the table that has it."""
+    rows = [("fine-tune only", {1: 0.05, 2: 0.06, 3: 0.05}),
+            ("stack-and-finetune", {1: 0.39, 2: 0.42, 3: 0.35}),
+            ("fine-tune only, same steps", {1: 0.30, 2: 0.44, 3: 0.36})]
+    write(tmp_path / "ner", "comparison.json", {"conll2003": table("f1", rows)},
+          {"task": "conll2003", "head": "bilstm_tagger"})
+    write(tmp_path / "mrpc", "comparison.json", {"mrpc": table("f1", rows[:2])},
+          {"task": "mrpc", "head": "bimpm"})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (same,) = measured["wang-stack-vs-fine-tune-same-steps"]
+    assert same["task"] == "conll2003" and same["n"] == 3
+    assert same["difference"] == pytest.approx((0.09 - 0.02 - 0.01) / 3)
+    assert same["verdict"] == "not distinguishable"  # +0.09, −0.02, −0.01: spans 0

@@ -168,8 +168,9 @@ def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path)
     base = RunConfig(task="mrpc", head="bimpm", output_dir=str(tmp_path / "cmp"),
                      frozen_epochs=1.0, num_train_epochs=2.0, lora_rank=4, lora_alpha=16.0)
     names = tool.chosen_strategies(["all"])
-    assert names == ["fine-tune only", "frozen only", "stack-and-finetune", "LoRA",
-                     "stack-and-LoRA", "BitFit"]
+    assert names == ["fine-tune only", "frozen only", "stack-and-finetune",
+                     "fine-tune only, same steps", "LoRA", "stack-and-LoRA", "BitFit"]
+    names.remove(tool.SAME_STEPS)  # its plan is checked below; the cost table leaves it out
     assert tool.chosen_strategies(["bitfit", "paper"]) == [*tool.PAPER, "BitFit"]
     with pytest.raises(InputError, match="--strategies=lora,adapters: unknown strategy "
                        "'adapters'; choose paper, all or from fine_tune, "):
@@ -182,6 +183,10 @@ def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path)
     assert dict(tool.plan(dataclasses_replace(base, lora_rank=0, lora_alpha=None), task, [1],
                           ["LoRA"]))["LoRA"][1].lora_rank == tool.DEFAULT_LORA_RANK == 8
     assert (stack_lora.frozen_epochs, stack_lora.num_train_epochs) == (1.0, 2.0)
+    # the equal-budget baseline fine-tunes for the frozen and the fine-tuning epochs together
+    same = dict(tool.plan(base, task, [1], [tool.SAME_STEPS]))[tool.SAME_STEPS][1]
+    assert (same.frozen_epochs, same.num_train_epochs, same.trainable_encoder) == (0.0, 3.0, "all")
+    assert same.output_dir == str(tmp_path / "cmp" / "fine-tune_only_same_steps" / "seed-1")
     assert (bitfit.trainable_encoder, bitfit.lora_rank, bitfit.learning_rate) == (
         "bitfit", 0, 1e-3)
     assert (plain.lora_rank, plain.lora_alpha, plain.learning_rate) == (0, None, 2e-5)

@@ -15,7 +15,9 @@ the paired difference to --baseline, default fine-tune only; kerasbert/restarts.
 `curves.png` (train and dev curves across the phase boundary, first seed).
 
 --strategies picks the rows: paper (default: the three above), all, or names from
-fine_tune, frozen, stack_and_finetune, lora, stack_and_lora, bitfit. The parameter-efficient
+fine_tune, frozen, stack_and_finetune, fine_tune_same_steps (fine-tune only for
+--frozen_epochs + --num_train_epochs: stack-and-finetune's number of steps), lora,
+stack_and_lora, bitfit. The parameter-efficient
 rows fine-tune with --peft_learning_rate (LoRA and BitFit want a larger rate than full
 fine-tuning) and --lora_rank (default 8), --lora_alpha, --lora_targets. Every row also
 shows how many parameters its runs train (the fine-tune phase's count, else the frozen
@@ -39,7 +41,8 @@ from kerasbert.errors import InputError
 
 FLAGS = kb_main.FLAGS
 SLUGS = {"fine_tune": "fine-tune only", "frozen": "frozen only",  # --strategies names
-         "stack_and_finetune": "stack-and-finetune", "lora": "LoRA",
+         "stack_and_finetune": "stack-and-finetune",
+         "fine_tune_same_steps": "fine-tune only, same steps", "lora": "LoRA",
          "stack_and_lora": "stack-and-LoRA", "bitfit": "BitFit"}
 if "strategies" not in FLAGS:  # loaded twice in one process (tests): defined once
     flags.DEFINE_list("strategies", ["paper"], "The rows: paper (fine-tune only, frozen "
@@ -52,11 +55,15 @@ STRATEGIES = {
     "fine-tune only": (False, True, "all"),
     "frozen only": (True, False, "all"),
     "stack-and-finetune": (True, True, "all"),
+    "fine-tune only, same steps": (False, True, "all"),
     "LoRA": (False, True, "lora"),
     "stack-and-LoRA": (True, True, "lora"),
     "BitFit": (False, True, "bitfit"),
 }
 PAPER = ("fine-tune only", "frozen only", "stack-and-finetune")
+# Fine-tunes for --frozen_epochs + --num_train_epochs: stack-and-finetune's total steps,
+# so that its lead over fine-tune only is not just its extra (frozen) steps.
+SAME_STEPS = "fine-tune only, same steps"
 DEFAULT_LORA_RANK = 8
 
 
@@ -84,7 +91,7 @@ def plan(base, task, seeds, strategies=PAPER, peft_learning_rate=5e-4):
     rows = []
     for name in strategies:
         frozen, finetune, trains = STRATEGIES[name]
-        folder = os.path.join(base.output_dir, name.replace(" ", "_"))
+        folder = os.path.join(base.output_dir, name.replace(",", "").replace(" ", "_"))
         peft = {}  # plain fine-tuning: LoRA and BitFit off, whatever the base config says
         if trains == "lora":
             peft = dict(lora_rank=base.lora_rank or DEFAULT_LORA_RANK,
@@ -98,7 +105,9 @@ def plan(base, task, seeds, strategies=PAPER, peft_learning_rate=5e-4):
         rows.append((name, {seed: dataclasses.replace(
             base, output_dir=restarts.seed_folder(folder, seed), overwrite_output_dir=False,
             seed=seed, frozen_epochs=frozen_epochs if frozen else 0.0,
-            num_train_epochs=finetune_epochs if finetune else 0.0, **settings).resolved(task)
+            num_train_epochs=(frozen_epochs + finetune_epochs if name == SAME_STEPS
+                              else finetune_epochs if finetune else 0.0),
+            **settings).resolved(task)
             for seed in seeds}))
     return rows
 
