@@ -56,6 +56,29 @@ def parse_seeds(values, default_seed, flag="--seeds"):
     return seeds
 
 
+def parse_learning_rates(values, flag="--learning_rates"):
+    """Learning rates (a list of strings, or one comma-separated string) as distinct
+    positive floats, in order; [] when none is given."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = values.split(",")
+    rates = []
+    for text in (str(v).strip() for v in values):
+        if not text:
+            continue
+        try:
+            rate = float(text)
+        except ValueError:
+            raise InputError(f"{flag}: {text!r} is not a number") from None
+        if not math.isfinite(rate) or rate <= 0:
+            raise InputError(f"{flag}: {text} must be a positive number")
+        if rate in rates:
+            raise InputError(f"{flag}: {text} is given twice")
+        rates.append(rate)
+    return rates
+
+
 def baseline_label(labels, wanted, flag="--baseline"):
     """The row `wanted` names (its label, or a number equal to it: 2e-5 = 2e-05); the first
     row when None."""

@@ -19,7 +19,6 @@ refuses a run folder that was trained with other settings.
 
 import contextlib
 import dataclasses
-import math
 import os
 import shutil
 import statistics
@@ -49,24 +48,7 @@ class PlannedRun:
 
 def parse_learning_rates(values):
     """`--learning_rates` (a list of strings, or one comma-separated string) as floats."""
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        values = values.split(",")
-    rates = []
-    for text in (str(v).strip() for v in values):
-        if not text:
-            continue
-        try:
-            rate = float(text)
-        except ValueError:
-            raise InputError(f"--learning_rates: {text!r} is not a number") from None
-        if not math.isfinite(rate) or rate <= 0:
-            raise InputError(f"--learning_rates: {text} must be a positive number")
-        if rate in rates:
-            raise InputError(f"--learning_rates: {text} is given twice")
-        rates.append(rate)
-    return tuple(rates)
+    return tuple(restarts.parse_learning_rates(values))
 
 
 def run_name(learning_rate, restart):

@@ -511,8 +511,10 @@ def test_pretraining_ablation_learning_rate_choice_and_flag():
     assert tool.choose_learning_rate({1e-4: [0.5, 0.6], 3e-4: [0.55, 0.55]}) == 1e-4  # tie
     assert tool.choose_learning_rate({1e-4: [None], 3e-4: [None]}) is None
     assert tool.parse_learning_rates("3e-4") == [3e-4]
-    for bad in ("", "fast", "1e-4,1e-4", "0,1e-4"):
-        with pytest.raises(InputError, match=r"--finetune_learning_rate=.*distinct positive"):
+    for bad, message in (("", "give at least one learning rate"),
+                         ("fast", "'fast' is not a number"), ("1e-4,1e-4", "1e-4 is given twice"),
+                         ("0,1e-4", "0 must be a positive number")):
+        with pytest.raises(InputError, match=f"--finetune_learning_rate: {message}"):
             tool.parse_learning_rates(bad)
 
 

@@ -180,13 +180,9 @@ def parse_learning_rates(spec):
     """--finetune_learning_rate: one or several positive numbers, distinct, in order."""
     from kerasbert.errors import InputError
 
-    try:
-        rates = [float(x) for x in str(spec).split(",") if x.strip()]
-    except ValueError:
-        rates = []
-    if not rates or any(not r > 0 for r in rates) or len(set(rates)) != len(rates):
-        raise InputError(f"--finetune_learning_rate={spec}: give one or more distinct "
-                         "positive numbers, comma-separated (e.g. 1e-4,3e-4)")
+    rates = restarts.parse_learning_rates(spec, flag="--finetune_learning_rate")
+    if not rates:
+        raise InputError("--finetune_learning_rate: give at least one learning rate")
     return rates
 
 
@@ -265,8 +261,9 @@ def main():
     files = make_data(args, timings, objectives)  # the random row's configs need its vocab
     try:
         planned = plan(args, variants, tasks, seeds, learning_rates)
-        restarts.check_reusable([c for by_rate in planned.values()
-                                 for runs in by_rate.values() for c in runs.values()])
+        configs = [c for by_rate in planned.values() for runs in by_rate.values()
+                   for c in runs.values()]
+        restarts.check_reusable(configs)
     except InputError as e:
         print(f"pretraining_ablation: error: {e}", file=sys.stderr)
         return 2
@@ -276,8 +273,7 @@ def main():
         print(f"ablation: pre-trained {objective}: {pretrained[objective][0]}", flush=True)
     from kerasbert.run import execute
 
-    restarts.run_all([c for by_rate in planned.values() for runs in by_rate.values()
-                      for c in runs.values()], execute, tool="ablation")
+    restarts.run_all(configs, execute, tool="ablation")
     results = []
     for label, objective, head in variants:
         row = {"variant": label, "objective": objective, "head": head,

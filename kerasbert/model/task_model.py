@@ -17,7 +17,6 @@ import tensorflow as tf
 from kerasbert.model.backbone import INPUT_NAMES, all_layer_outputs_model
 
 
-
 class TaskModel(keras.Model):
     def __init__(self, backbone, head, **kwargs):
         super().__init__(**kwargs)
