@@ -33,24 +33,36 @@ STUDENT_T = "t"
 RESAMPLES = 2000
 
 
+def _distinct(values, flag, convert, name):
+    """The non-empty items of `values` (a list of strings, or one comma-separated string),
+    each through `convert` (which raises the InputError naming a bad one), in order; an
+    item given twice is refused as "<flag>: <name(text, value)> is given twice"."""
+    if isinstance(values, str):
+        values = values.split(",")
+    parsed = []
+    for text in (str(v).strip() for v in values):
+        if not text:
+            continue
+        value = convert(text)
+        if value in parsed:
+            raise InputError(f"{flag}: {name(text, value)} is given twice")
+        parsed.append(value)
+    return parsed
+
+
 def parse_seeds(values, default_seed, flag="--seeds"):
     """--seeds (a list of strings, or one comma-separated string) as distinct ints;
     [default_seed] when not given."""
     if values is None or values == [] or values == "":
         return [int(default_seed)]
-    if isinstance(values, str):
-        values = values.split(",")
-    seeds = []
-    for text in (str(v).strip() for v in values):
-        if not text:
-            continue
+
+    def seed(text):
         try:
-            seed = int(text)
+            return int(text)
         except ValueError:
             raise InputError(f"{flag}: {text!r} is not an integer") from None
-        if seed in seeds:
-            raise InputError(f"{flag}: seed {seed} is given twice")
-        seeds.append(seed)
+
+    seeds = _distinct(values, flag, seed, lambda text, value: f"seed {value}")
     if not seeds:
         raise InputError(f"{flag}: give at least one seed")
     return seeds
@@ -61,22 +73,17 @@ def parse_learning_rates(values, flag="--learning_rates"):
     positive floats, in order; [] when none is given."""
     if values is None:
         return []
-    if isinstance(values, str):
-        values = values.split(",")
-    rates = []
-    for text in (str(v).strip() for v in values):
-        if not text:
-            continue
+
+    def rate(text):
         try:
-            rate = float(text)
+            value = float(text)
         except ValueError:
             raise InputError(f"{flag}: {text!r} is not a number") from None
-        if not math.isfinite(rate) or rate <= 0:
+        if not math.isfinite(value) or value <= 0:
             raise InputError(f"{flag}: {text} must be a positive number")
-        if rate in rates:
-            raise InputError(f"{flag}: {text} is given twice")
-        rates.append(rate)
-    return rates
+        return value
+
+    return _distinct(values, flag, rate, lambda text, value: text)
 
 
 def baseline_label(labels, wanted, flag="--baseline"):
