@@ -68,13 +68,13 @@ def parse_seeds(values, default_seed, flag="--seeds"):
     return seeds
 
 
-def parse_learning_rates(values, flag="--learning_rates"):
-    """Learning rates (a list of strings, or one comma-separated string) as distinct
-    positive floats, in order; [] when none is given."""
+def parse_positive_numbers(values, flag="--learning_rates"):
+    """Learning rates or epoch counts (a list of strings, or one comma-separated string)
+    as distinct positive floats, in order; [] when none is given."""
     if values is None:
         return []
 
-    def rate(text):
+    def number(text):
         try:
             value = float(text)
         except ValueError:
@@ -83,7 +83,7 @@ def parse_learning_rates(values, flag="--learning_rates"):
             raise InputError(f"{flag}: {text} must be a positive number")
         return value
 
-    return _distinct(values, flag, rate, lambda text, value: text)
+    return _distinct(values, flag, number, lambda text, value: text)
 
 
 def baseline_label(labels, wanted, flag="--baseline"):

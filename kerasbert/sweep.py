@@ -48,7 +48,7 @@ class PlannedRun:
 
 def parse_learning_rates(values):
     """`--learning_rates` (a list of strings, or one comma-separated string) as floats."""
-    return tuple(restarts.parse_learning_rates(values))
+    return tuple(restarts.parse_positive_numbers(values))
 
 
 def run_name(learning_rate, restart):

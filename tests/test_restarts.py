@@ -476,59 +476,102 @@ def _ablation_args(tool, work, *flags):
 
 def test_pretraining_ablation_picks_each_rows_best_learning_rate(tmp_path):
     tool = _tool("pretraining_ablation")
-    args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,3e-4")
-    rates = tool.parse_learning_rates(args.finetune_learning_rate)
+    args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,3e-4",
+                          "--finetune_epochs=4")
+    settings = tool.parse_grid(args.finetune_learning_rate, args.finetune_epochs)
+    low, high = settings
+    assert high == tool.Setting(3e-4, 4.0)
     variants = tool.chosen_variants("bert,random")
-    planned = tool.plan(args, variants, ["sst2"], [1, 2], rates)
+    planned = tool.plan(args, variants, ["sst2"], [1, 2], settings)
     bert = planned["BERT (MLM + NSP)", "sst2"]
-    assert bert[3e-4][2].output_dir == str(
+    assert bert[high][2].output_dir == str(
         tmp_path / "finetune" / "bert-default-sst2" / "lr-0.0003" / "seed-2")
-    assert bert[3e-4][2].init_checkpoint == str(tmp_path / "pretrained_bert")
+    assert bert[high][2].init_checkpoint == str(tmp_path / "pretrained_bert")
+    assert bert[high][2].num_train_epochs == 4.0
     # BERT is best at 1e-4 (mean 0.70 vs 0.65), the random encoder at 3e-4 (0.62 vs 0.55).
     accuracy = {("BERT (MLM + NSP)", 1e-4): (0.71, 0.69), ("BERT (MLM + NSP)", 3e-4): (0.6, 0.7),
                 ("No pre-training (random init)", 1e-4): (0.5, 0.6),
                 ("No pre-training (random init)", 3e-4): (0.61, 0.63)}
-    for (label, _), by_rate in planned.items():
-        for rate, runs in by_rate.items():
+    for (label, _), by_setting in planned.items():
+        for setting, runs in by_setting.items():
             for seed, config in runs.items():
-                fake_run(config, {"accuracy": accuracy[label, rate][seed - 1]})
+                fake_run(config, {"accuracy": accuracy[label, setting.learning_rate][seed - 1]})
     results = [{"variant": label, "pretraining": None,
                 "tasks": {"sst2": tool.task_result(planned[label, "sst2"])}}
                for label, _, _ in variants]
     assert [r["tasks"]["sst2"]["learning_rate"] for r in results] == [1e-4, 3e-4]
     assert results[0]["tasks"]["sst2"]["values"] == [0.71, 0.69]
-    assert results[1]["tasks"]["sst2"]["by_learning_rate"] == {"0.0001": [0.5, 0.6],
-                                                              "0.0003": [0.61, 0.63]}
+    assert results[1]["tasks"]["sst2"]["by_setting"] == {"lr=0.0001 epochs=4": [0.5, 0.6],
+                                                        "lr=0.0003 epochs=4": [0.61, 0.63]}
     diff = tool.restarts_tables(results, ["sst2"])["sst2"]["rows"][1]["difference"]
     assert diff["difference"] == pytest.approx(-0.08)  # (0.61 − 0.71 + 0.63 − 0.69) / 2
     text = tool.table(results, ["sst2"])
     assert "| BERT (MLM + NSP) | 70.0 ± 1.4 (lr 0.0001) |" in text
 
 
-def test_pretraining_ablation_learning_rate_choice_and_flag():
+def test_pretraining_ablation_picks_the_best_epochs_and_rate_together(tmp_path):
     tool = _tool("pretraining_ablation")
-    assert tool.choose_learning_rate({1e-4: [0.5, None], 3e-4: [0.4, 0.45]}) == 1e-4
-    assert tool.choose_learning_rate({1e-4: [0.5, 0.6], 3e-4: [0.55, 0.55]}) == 1e-4  # tie
-    assert tool.choose_learning_rate({1e-4: [None], 3e-4: [None]}) is None
-    assert tool.parse_learning_rates("3e-4") == [3e-4]
+    args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,1e-3",
+                          "--finetune_epochs=4,16")
+    settings = tool.parse_grid(args.finetune_learning_rate, args.finetune_epochs)
+    assert settings == [(1e-4, 4.0), (1e-4, 16.0), (1e-3, 4.0), (1e-3, 16.0)]
+    variants = tool.chosen_variants("bert,random")
+    planned = tool.plan(args, variants, ["sst2"], [1, 2], settings)
+    long_low = planned["BERT (MLM + NSP)", "sst2"][1e-4, 16.0][1]
+    assert long_low.output_dir == str(
+        tmp_path / "finetune" / "bert-default-sst2" / "lr-0.0001-epochs-16" / "seed-1")
+    assert (long_low.learning_rate, long_low.num_train_epochs) == (1e-4, 16.0)
+    # BERT is best with 16 epochs at 1e-4 (0.75), the random encoder with 4 at 1e-3 (0.7).
+    accuracy = {"BERT (MLM + NSP)": {(1e-4, 4.0): 0.6, (1e-4, 16.0): 0.75, (1e-3, 4.0): 0.7,
+                                     (1e-3, 16.0): 0.72},
+                "No pre-training (random init)": {(1e-4, 4.0): 0.5, (1e-4, 16.0): 0.6,
+                                                  (1e-3, 4.0): 0.7, (1e-3, 16.0): 0.65}}
+    for (label, _), by_setting in planned.items():
+        for setting, runs in by_setting.items():
+            for seed, config in runs.items():
+                fake_run(config, {"accuracy": accuracy[label][setting] + 0.01 * seed})
+    results = [{"variant": label, "pretraining": None,
+                "tasks": {"sst2": tool.task_result(planned[label, "sst2"])}}
+               for label, _, _ in variants]
+    bert, random_row = (r["tasks"]["sst2"] for r in results)
+    assert (bert["learning_rate"], bert["epochs"]) == (1e-4, 16.0)
+    assert (random_row["learning_rate"], random_row["epochs"]) == (1e-3, 4.0)
+    assert bert["runs"][2].endswith(os.path.join("lr-0.0001-epochs-16", "seed-2"))
+    assert bert["by_setting"]["lr=0.001 epochs=16"] == pytest.approx([0.73, 0.74])
+    text = tool.table(results, ["sst2"])
+    assert "| BERT (MLM + NSP) | 76.5 ± 0.7 (lr 0.0001, 16 epochs) |" in text
+    assert "| No pre-training (random init) | 71.5 ± 0.7 (lr 0.001, 4 epochs) |" in text
+
+
+def test_pretraining_ablation_setting_choice_and_flags():
+    tool = _tool("pretraining_ablation")
+    assert tool.choose_setting({1e-4: [0.5, None], 3e-4: [0.4, 0.45]}) == 1e-4
+    assert tool.choose_setting({1e-4: [0.5, 0.6], 3e-4: [0.55, 0.55]}) == 1e-4  # tie
+    assert tool.choose_setting({1e-4: [None], 3e-4: [None]}) is None
+    assert tool.parse_grid("3e-4", "3") == [(3e-4, 3.0)]
     for bad, message in (("", "give at least one learning rate"),
                          ("fast", "'fast' is not a number"), ("1e-4,1e-4", "1e-4 is given twice"),
                          ("0,1e-4", "0 must be a positive number")):
         with pytest.raises(InputError, match=f"--finetune_learning_rate: {message}"):
-            tool.parse_learning_rates(bad)
+            tool.parse_grid(bad, "3")
+    for bad, message in (("", "give at least one number of epochs"),
+                         ("4,4", "4 is given twice"), ("-1", "-1 must be a positive number")):
+        with pytest.raises(InputError, match=f"--finetune_epochs: {message}"):
+            tool.parse_grid("1e-4", bad)
 
 
 def test_pretraining_ablation_refuses_a_finished_run_made_otherwise(tmp_path):
     tool = _tool("pretraining_ablation")
     variants = tool.chosen_variants("random")
-    old = tool.plan(_ablation_args(tool, tmp_path, "--finetune_epochs=4"), variants,
-                    ["sst2"], [1], [3e-4])
-    fake_run(old["No pre-training (random init)", "sst2"][3e-4][1], {"accuracy": 0.6})
-    again = tool.plan(_ablation_args(tool, tmp_path, "--finetune_epochs=4"), variants,
-                      ["sst2"], [1], [3e-4])
-    restarts.check_reusable([again["No pre-training (random init)", "sst2"][3e-4][1]])
-    new = tool.plan(_ablation_args(tool, tmp_path, "--finetune_epochs=2"), variants,
-                    ["sst2"], [1], [3e-4])
+    row = "No pre-training (random init)", "sst2"
+    old = tool.plan(_ablation_args(tool, tmp_path), variants, ["sst2"], [1],
+                    [tool.Setting(3e-4, 4.0)])
+    fake_run(old[row][3e-4, 4.0][1], {"accuracy": 0.6})
+    again = tool.plan(_ablation_args(tool, tmp_path), variants, ["sst2"], [1],
+                      [tool.Setting(3e-4, 4.0)])
+    restarts.check_reusable([again[row][3e-4, 4.0][1]])
+    new = tool.plan(_ablation_args(tool, tmp_path), variants, ["sst2"], [1],
+                    [tool.Setting(3e-4, 2.0)])
     with pytest.raises(InputError, match=r"seed-1/run_config.json: this run was made with "
                        r"num_train_epochs=4.0, now 2.0"):
-        restarts.check_reusable([new["No pre-training (random init)", "sst2"][3e-4][1]])
+        restarts.check_reusable([new[row][3e-4, 2.0][1]])

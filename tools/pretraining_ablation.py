@@ -17,12 +17,14 @@
    (a random encoder of the same size) as the floor. --variants picks the rows; only
    their objectives are pre-trained, and only the data sets those need are made;
 5. repeats every fine-tuning over --seeds (default --seed; the pre-training runs once per
-   objective, with --seed) and over --finetune_learning_rate (one or several) into
-   finetune/<objective>-<head>-<task>/lr-<lr>/seed-<n>/, reusing finished runs (one made
-   with other settings is refused, naming the setting, before anything trains). With
-   several learning rates each row reports, per task, the one with the best mean dev metric
-   over the seeds: BERT's protocol (the best fine-tuning learning rate on dev), which
-   favours every row alike; results.json keeps every learning rate's values;
+   objective, with --seed) and over the grid of --finetune_learning_rate and
+   --finetune_epochs (one value or several each) into
+   finetune/<objective>-<head>-<task>/lr-<lr>/seed-<n>/ (lr-<lr>-epochs-<n>/ when
+   --finetune_epochs has several values), reusing finished runs (one made with other
+   settings is refused, naming the setting, before anything trains). With more than one
+   setting in the grid each row reports, per task, the one with the best mean dev metric
+   over the seeds: BERT's protocol (learning rate and epochs picked on dev), which favours
+   every row alike; results.json keeps every setting's values;
 6. writes table.md (rows = variants, columns = tasks + held-out LM metrics, each cell the
    mean ± sample std over seeds; then per task the restarts table: n, mean ± std, min–max,
    a 95% interval and the paired difference to --baseline, default the first variant,
@@ -39,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 from kerasbert import restarts, run_folder
 
@@ -77,7 +80,8 @@ def parse_args():
     p.add_argument("--finetune_learning_rate", default="1e-4", help="one learning rate, "
                    "or several (comma-separated): each row then takes, per task, the one "
                    "with the best mean dev metric over --seeds")
-    p.add_argument("--finetune_epochs", type=float, default=3.0)
+    p.add_argument("--finetune_epochs", default="3", help="one number of epochs, or several "
+                   "(comma-separated), crossed with --finetune_learning_rate")
     p.add_argument("--finetune_batch_size", type=int, default=32)
     p.add_argument("--finetune_max_seq_length", type=int, default=128)
     p.add_argument("--seed", type=int, default=1, help="pre-training seed (and the "
@@ -139,7 +143,7 @@ def pretrain(args, files, objective):
     return run_pretraining(config, show_progress=False), out
 
 
-def finetune_config(args, task, encoder, head, out, seed, learning_rate):
+def finetune_config(args, task, encoder, head, out, seed, setting):
     """The run config of one fine-tuning, resolved (the task's recipe filled in) so that a
     finished folder can be checked against it before anything trains."""
     from kerasbert import plugins
@@ -153,50 +157,78 @@ def finetune_config(args, task, encoder, head, out, seed, learning_rate):
         "data_dir": os.path.join(args.glue_dir, GLUE_FOLDERS[task]) if args.glue_dir else None,
         "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
         "max_seq_length": args.finetune_max_seq_length, "train_batch_size": args.finetune_batch_size,
-        "learning_rate": learning_rate, "num_train_epochs": args.finetune_epochs,
+        "learning_rate": setting.learning_rate, "num_train_epochs": setting.epochs,
         "seed": seed, "distribution_strategy": args.distribution_strategy}
     if head:
         values["head"] = head
     return RunConfig(**values).resolved(plugins.registry().task(task))
 
 
-def plan(args, variants, tasks, seeds, learning_rates):
-    """{(row label, task): {learning rate: {seed: run config}}} of every fine-tuning, in
-    the table's order; a pre-trained row's encoder is the folder pretrain() writes."""
+class Setting(NamedTuple):
+    """One point of the fine-tuning grid."""
+    learning_rate: float
+    epochs: float
+
+
+def parse_grid(rates_spec, epochs_spec):
+    """--finetune_learning_rate × --finetune_epochs: the settings, learning rate first,
+    each list positive numbers, distinct, in the order given."""
+    from kerasbert.errors import InputError
+
+    grid = {}
+    for flag, spec in (("--finetune_learning_rate", rates_spec), ("--finetune_epochs", epochs_spec)):
+        grid[flag] = restarts.parse_positive_numbers(spec, flag=flag)
+        if not grid[flag]:
+            raise InputError(f"{flag}: give at least one "
+                             f"{'learning rate' if 'rate' in flag else 'number of epochs'}")
+    return [Setting(lr, e) for lr in grid["--finetune_learning_rate"]
+            for e in grid["--finetune_epochs"]]
+
+
+def setting_folder(setting, settings):
+    """lr-<lr>, with -epochs-<n> only when the grid has several epoch counts (so a folder
+    made with one epoch count is reused by a rerun with the same flags)."""
+    several = len({s.epochs for s in settings}) > 1
+    return f"lr-{setting.learning_rate:g}" + (f"-epochs-{setting.epochs:g}" if several else "")
+
+
+def setting_label(setting, settings):
+    """How the table names a chosen setting: only the parts that vary in the grid."""
+    parts = []
+    if len({s.learning_rate for s in settings}) > 1:
+        parts.append(f"lr {setting.learning_rate:g}")
+    if len({s.epochs for s in settings}) > 1:
+        parts.append(f"{setting.epochs:g} epochs")
+    return ", ".join(parts)
+
+
+def plan(args, variants, tasks, seeds, settings):
+    """{(row label, task): {Setting: {seed: run config}}} of every fine-tuning, in the
+    table's order; a pre-trained row's encoder is the folder pretrain() writes."""
     planned = {}
     for label, objective, head in variants:
         encoder = os.path.join(args.work_dir, f"pretrained_{objective}") if objective else None
         for task in tasks:
             folder = os.path.join(args.work_dir, "finetune",
                                   f"{objective or 'random'}-{head or 'default'}-{task}")
-            planned[label, task] = {lr: {seed: finetune_config(
-                args, task, encoder, head,
-                restarts.seed_folder(os.path.join(folder, f"lr-{lr:g}"), seed), seed, lr)
-                for seed in seeds} for lr in learning_rates}
+            planned[label, task] = {setting: {seed: finetune_config(
+                args, task, encoder, head, restarts.seed_folder(
+                    os.path.join(folder, setting_folder(setting, settings)), seed),
+                seed, setting) for seed in seeds} for setting in settings}
     return planned
 
 
-def parse_learning_rates(spec):
-    """--finetune_learning_rate: one or several positive numbers, distinct, in order."""
-    from kerasbert.errors import InputError
-
-    rates = restarts.parse_learning_rates(spec, flag="--finetune_learning_rate")
-    if not rates:
-        raise InputError("--finetune_learning_rate: give at least one learning rate")
-    return rates
-
-
-def choose_learning_rate(by_rate):
-    """The learning rate whose finished runs have the best (highest) mean, from {learning
-    rate: [metric value, or None for a run that did not finish]}; the first on a tie, None
+def choose_setting(by_setting):
+    """The setting whose finished runs have the best (highest) mean, from {setting:
+    [metric value, or None for a run that did not finish]}; the first on a tie, None
     when no run finished. Every metric the ablation reports is higher-is-better."""
     best, best_mean = None, None
-    for rate, values in by_rate.items():
+    for setting, values in by_setting.items():
         finished = [v for v in values if v is not None]
         if finished:
             mean = sum(finished) / len(finished)
             if best_mean is None or mean > best_mean:
-                best, best_mean = rate, mean
+                best, best_mean = setting, mean
     return best
 
 
@@ -219,9 +251,9 @@ def _cell(values):
 
 
 def _task_cell(result):
-    """mean ± std, and the chosen learning rate where there was a choice."""
-    chosen = len(result.get("by_learning_rate", {})) > 1
-    return _cell(result["values"]) + (f" (lr {result['learning_rate']:g})" if chosen else "")
+    """mean ± std, and the chosen setting where there was a choice."""
+    chosen = result.get("setting")
+    return _cell(result["values"]) + (f" ({chosen})" if chosen else "")
 
 
 def table(results, tasks):
@@ -249,7 +281,7 @@ def main():
     try:
         seeds = restarts.parse_seeds(args.seeds, args.seed)
         variants = chosen_variants(args.variants)
-        learning_rates = parse_learning_rates(args.finetune_learning_rate)
+        settings = parse_grid(args.finetune_learning_rate, args.finetune_epochs)
         restarts.baseline_label([label for label, _, _ in variants], args.baseline)
     except InputError as e:
         print(f"pretraining_ablation: error: {e}", file=sys.stderr)
@@ -260,7 +292,7 @@ def main():
     objectives = list(dict.fromkeys(o for _, o, _ in variants if o))
     files = make_data(args, timings, objectives)  # the random row's configs need its vocab
     try:
-        planned = plan(args, variants, tasks, seeds, learning_rates)
+        planned = plan(args, variants, tasks, seeds, settings)
         configs = [c for by_rate in planned.values() for runs in by_rate.values()
                    for c in runs.values()]
         restarts.check_reusable(configs)
@@ -279,11 +311,10 @@ def main():
         row = {"variant": label, "objective": objective, "head": head,
                "pretraining": pretrained[objective][0] if objective else None, "tasks": {}}
         for task in tasks:
-            row["tasks"][task] = task_result(planned[label, task])
-            for seed, value in zip(seeds, row["tasks"][task]["values"]):
-                print(f"ablation: {label} {task} seed {seed} (lr "
-                      f"{row['tasks'][task]['learning_rate']:g}): "
-                      f"{row['tasks'][task]['metric']}={value:.4f}", flush=True)
+            result = row["tasks"][task] = task_result(planned[label, task])
+            for seed, value in zip(seeds, result["values"]):
+                print(f"ablation: {label} {task} seed {seed} (lr {result['learning_rate']:g}, "
+                      f"{result['epochs']:g} epochs): {result['metric']}={value:.4f}", flush=True)
         results.append(row)
     tables = restarts_tables(results, tasks, args.baseline)
     markdown = table(results, tasks) + "".join(
@@ -292,9 +323,10 @@ def main():
     from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
     atomic_write_text(os.path.join(args.work_dir, "table.md"), markdown)
-    selection = ({"finetune_learning_rate": learning_rates[0]} if len(learning_rates) == 1
-                 else {"finetune_learning_rates": learning_rates,
-                       "finetune_learning_rate": "best mean dev metric per row and task"})
+    selection = ({"finetune_learning_rate": settings[0].learning_rate,
+                  "finetune_epochs": settings[0].epochs} if len(settings) == 1
+                 else {"finetune_grid": [s._asdict() for s in settings],
+                       "finetune_setting": "best mean dev metric per row and task"})
     atomic_write_json(os.path.join(args.work_dir, "results.json"), {
         "args": vars(args), "timings": timings, "rows": results, "tables": tables,
         "command": restarts.command_line(),
@@ -303,26 +335,28 @@ def main():
                        "model_size": args.model_size,
                        "pretraining_steps": args.num_train_steps,
                        "pretraining_batch_size": args.train_batch_size,
-                       "max_train_examples": args.max_train_examples,
-                       "finetune_epochs": args.finetune_epochs, **selection}})
+                       "max_train_examples": args.max_train_examples, **selection}})
     sys.stdout.write(markdown)
     return 0
 
 
-def task_result(by_rate):
-    """One row's cell for one task, from {learning rate: {seed: finished run config}}: the
-    chosen learning rate's runs and values, and every learning rate's values."""
+def task_result(by_setting):
+    """One row's cell for one task, from {Setting: {seed: finished run config}}: the
+    chosen setting's runs and values, and every setting's values ("by_setting", keyed
+    "lr=<lr> epochs=<n>")."""
     metric, values = None, {}
-    for rate, runs in by_rate.items():
-        values[rate] = []
+    for setting, runs in by_setting.items():
+        values[setting] = []
         for config in runs.values():
             metric, value = main_metric(run_folder.read_metrics(config.output_dir))
-            values[rate].append(value)
-    chosen = choose_learning_rate(values)
-    return {"metric": metric, "learning_rate": chosen, "values": values[chosen],
-            "seeds": list(by_rate[chosen]),
-            "runs": {seed: c.output_dir for seed, c in by_rate[chosen].items()},
-            "by_learning_rate": {f"{rate:g}": v for rate, v in values.items()}}
+            values[setting].append(value)
+    chosen = choose_setting(values)
+    return {"metric": metric, "learning_rate": chosen.learning_rate, "epochs": chosen.epochs,
+            "setting": setting_label(chosen, list(by_setting)), "values": values[chosen],
+            "seeds": list(by_setting[chosen]),
+            "runs": {seed: c.output_dir for seed, c in by_setting[chosen].items()},
+            "by_setting": {f"lr={s.learning_rate:g} epochs={s.epochs:g}": v
+                           for s, v in values.items()}}
 
 
 def chosen_variants(spec):
