@@ -93,10 +93,11 @@ class Registry:
         """The TaskKind object of a task (whose `kind` is the kind's name)."""
         return self.kind(task.kind)
 
-    def task(self, name):
+    def task(self, name, flag="--task"):
+        """The registered task `name`; an unknown one is an InputError naming `flag`."""
         if name not in self.tasks:
             raise InputError(
-                f"--task={name}: unknown task; available: {', '.join(sorted(self.tasks))}")
+                f"{flag}={name}: unknown task; available: {', '.join(sorted(self.tasks))}")
         return self.tasks[name][0]
 
 

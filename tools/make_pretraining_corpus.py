@@ -129,11 +129,12 @@ def read_task_text(spec):
     from kerasbert import plugins
     from kerasbert.errors import InputError
 
-    known = plugins.registry().tasks
-    if task not in known:
-        return None, f"--task_text={spec}: unknown task {task!r}; available: {', '.join(sorted(known))}"
     try:
-        examples = known[task][0].read_examples(folder, "train")
+        reader = plugins.registry().task(task, flag="--task_text")
+    except InputError as e:
+        return None, str(e)
+    try:
+        examples = reader.read_examples(folder, "train")
     except InputError as e:
         return None, f"--task_text={spec}: {e}"
     return [t.strip() for e in examples for t in (e.text_a, e.text_b) if t and t.strip()], None
