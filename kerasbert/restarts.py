@@ -17,6 +17,7 @@ difference to the baseline is paired seed by seed (the same seeds on both rows) 
 Student-t interval over the pairs, and, with per-example scores, also a paired bootstrap.
 """
 
+import filecmp
 import math
 import os
 
@@ -113,13 +114,21 @@ def seed_folder(row_folder, seed):
     return os.path.join(row_folder, f"seed-{seed}")
 
 
+def _same_file(saved, wanted):
+    """Two settings that name files with the same bytes (a vocabulary copied into another
+    work folder) describe the same run."""
+    return (isinstance(saved, str) and isinstance(wanted, str) and os.path.isfile(saved)
+            and os.path.isfile(wanted) and filecmp.cmp(saved, wanted, shallow=False))
+
+
 def check_reusable(configs):
     """A finished run folder made with other settings must not be counted as this run:
-    refused, naming the setting, before anything trains."""
+    refused, naming the setting, before anything trains. A file setting whose path changed
+    but whose bytes did not is the same setting."""
     for config in configs:
         if run_folder.is_finished(config.output_dir):
-            changed = run_folder.changed_settings(config.output_dir, config,
-                                                  REUSABLE_CHANGES)
+            changed = [(key, saved, wanted) for key, saved, wanted in run_folder.changed_settings(
+                config.output_dir, config, REUSABLE_CHANGES) if not _same_file(saved, wanted)]
             if changed:
                 key, saved, wanted = changed[0]
                 raise InputError(

@@ -575,3 +575,26 @@ def test_pretraining_ablation_refuses_a_finished_run_made_otherwise(tmp_path):
     with pytest.raises(InputError, match=r"seed-1/run_config.json: this run was made with "
                        r"num_train_epochs=4.0, now 2.0"):
         restarts.check_reusable([new[row][3e-4, 2.0][1]])
+
+
+def test_a_finished_run_copied_with_its_vocabulary_is_reused(tmp_path):
+    """The no-pre-training row copied into another work folder: its vocab_file path
+    changed, its bytes did not, so it counts; a vocabulary with other bytes is refused."""
+    import shutil
+
+    tool = _tool("pretraining_ablation")
+    row, setting = ("No pre-training (random init)", "sst2"), tool.Setting(3e-4, 4.0)
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    old = tool.plan(_ablation_args(tool, first), tool.chosen_variants("random"), ["sst2"],
+                    [1], [setting])[row][setting][1]
+    fake_run(old, {"accuracy": 0.6})
+    second.mkdir()
+    shutil.copytree(first / "finetune", second / "finetune")
+    copied = tool.plan(_ablation_args(tool, second), tool.chosen_variants("random"), ["sst2"],
+                       [1], [setting])[row][setting][1]
+    assert copied.vocab_file == str(second / "vocab.txt") != old.vocab_file
+    restarts.check_reusable([copied])
+    (second / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n")
+    with pytest.raises(InputError, match=r"this run was made with vocab_file="):
+        restarts.check_reusable([copied])
