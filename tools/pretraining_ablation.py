@@ -175,14 +175,14 @@ def parse_grid(rates_spec, epochs_spec):
     each list positive numbers, distinct, in the order given."""
     from kerasbert.errors import InputError
 
-    grid = {}
-    for flag, spec in (("--finetune_learning_rate", rates_spec), ("--finetune_epochs", epochs_spec)):
-        grid[flag] = restarts.parse_positive_numbers(spec, flag=flag)
-        if not grid[flag]:
-            raise InputError(f"{flag}: give at least one "
-                             f"{'learning rate' if 'rate' in flag else 'number of epochs'}")
-    return [Setting(lr, e) for lr in grid["--finetune_learning_rate"]
-            for e in grid["--finetune_epochs"]]
+    grid = []
+    for flag, spec, what in (("--finetune_learning_rate", rates_spec, "learning rate"),
+                             ("--finetune_epochs", epochs_spec, "number of epochs")):
+        grid.append(restarts.parse_positive_numbers(spec, flag=flag))
+        if not grid[-1]:
+            raise InputError(f"{flag}: give at least one {what}")
+    rates, epochs = grid
+    return [Setting(lr, e) for lr in rates for e in epochs]
 
 
 def setting_folder(setting, settings):
