@@ -115,16 +115,21 @@ def seed_folder(row_folder, seed):
 
 
 def _same_file(saved, wanted):
-    """Two settings that name files with the same bytes (a vocabulary copied into another
-    work folder) describe the same run."""
-    return (isinstance(saved, str) and isinstance(wanted, str) and os.path.isfile(saved)
-            and os.path.isfile(wanted) and filecmp.cmp(saved, wanted, shallow=False))
+    """Two settings that name the same file or folder (a link to it) or files with the
+    same bytes (a vocabulary copied into another work folder) describe the same run."""
+    if not (isinstance(saved, str) and isinstance(wanted, str) and os.path.exists(saved)
+            and os.path.exists(wanted)):
+        return False
+    if os.path.realpath(saved) == os.path.realpath(wanted):
+        return True
+    return (os.path.isfile(saved) and os.path.isfile(wanted)
+            and filecmp.cmp(saved, wanted, shallow=False))
 
 
 def check_reusable(configs):
     """A finished run folder made with other settings must not be counted as this run:
     refused, naming the setting, before anything trains. A file setting whose path changed
-    but whose bytes did not is the same setting."""
+    but whose file did not (a link to it, or a copy with the same bytes) is the same setting."""
     for config in configs:
         if run_folder.is_finished(config.output_dir):
             changed = [(key, saved, wanted) for key, saved, wanted in run_folder.changed_settings(

@@ -579,7 +579,8 @@ def test_pretraining_ablation_refuses_a_finished_run_made_otherwise(tmp_path):
 
 def test_a_finished_run_copied_with_its_vocabulary_is_reused(tmp_path):
     """The no-pre-training row copied into another work folder: its vocab_file path
-    changed, its bytes did not, so it counts; a vocabulary with other bytes is refused."""
+    changed, its bytes did not (a copy, or a link), so it counts; a vocabulary with other
+    bytes is refused."""
     import shutil
 
     tool = _tool("pretraining_ablation")
@@ -595,6 +596,10 @@ def test_a_finished_run_copied_with_its_vocabulary_is_reused(tmp_path):
                        [1], [setting])[row][setting][1]
     assert copied.vocab_file == str(second / "vocab.txt") != old.vocab_file
     restarts.check_reusable([copied])
+    (second / "vocab.txt").unlink()
+    (second / "vocab.txt").symlink_to(first / "vocab.txt")  # a link to the same file
+    restarts.check_reusable([copied])
+    (second / "vocab.txt").unlink()
     (second / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n")
     with pytest.raises(InputError, match=r"this run was made with vocab_file="):
         restarts.check_reusable([copied])
