@@ -323,10 +323,12 @@ def main():
     from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
     atomic_write_text(os.path.join(args.work_dir, "table.md"), markdown)
-    selection = ({"finetune_learning_rate": settings[0].learning_rate,
-                  "finetune_epochs": settings[0].epochs} if len(settings) == 1
-                 else {"finetune_grid": [s._asdict() for s in settings],
-                       "finetune_setting": "best mean dev metric per row and task"})
+    rates, epochs = ([*dict.fromkeys(getattr(s, k) for s in settings)]
+                     for k in ("learning_rate", "epochs"))
+    selection = {"finetune_learning_rate": rates[0] if len(rates) == 1 else rates,
+                 "finetune_epochs": epochs[0] if len(epochs) == 1 else epochs}
+    if len(settings) > 1:
+        selection["finetune_setting"] = "best mean dev metric per row and task"
     atomic_write_json(os.path.join(args.work_dir, "results.json"), {
         "args": vars(args), "timings": timings, "rows": results, "tables": tables,
         "command": restarts.command_line(),

@@ -59,8 +59,16 @@ def test_ablation_variants_pretrain_only_what_their_rows_need(tmp_path):
     corpus.write_text("".join("the cat sat on the mat .\nthe dog ran on the log .\n\n"
                               for _ in range(10)))
     work = tmp_path / "ablation"
-    _run_ablation(work, corpus, "--vocab_size=40", "--variants=random,bert")
+    _run_ablation(work, corpus, "--vocab_size=40", "--variants=random,bert",
+                  "--finetune_epochs=1,2")
     results = json.loads((work / "results.json").read_text())
+    assert results["experiment"]["finetune_epochs"] == [1.0, 2.0]
+    assert results["experiment"]["finetune_setting"] == "best mean dev metric per row and task"
+    assert sorted(p.name for p in (work / "finetune" / "random-default-sst2").iterdir()) == [
+        "lr-0.0001-epochs-1", "lr-0.0001-epochs-2"]
+    chosen = results["rows"][0]["tasks"]["sst2"]
+    assert chosen["epochs"] in (1.0, 2.0) and set(chosen["by_setting"]) == {
+        "lr=0.0001 epochs=1", "lr=0.0001 epochs=2"}
     assert [r["variant"] for r in results["rows"]] == ["BERT (MLM + NSP)",
                                                        "No pre-training (random init)"]
     assert sorted(p.name for p in work.iterdir() if p.is_dir()) == [
