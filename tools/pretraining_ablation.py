@@ -185,19 +185,24 @@ def parse_grid(rates_spec, epochs_spec):
     return [Setting(lr, e) for lr in rates for e in epochs]
 
 
+def axis(settings, field):
+    """The distinct values of one field ("learning_rate" or "epochs") over the grid, in order."""
+    return list(dict.fromkeys(getattr(s, field) for s in settings))
+
+
 def setting_folder(setting, settings):
     """lr-<lr>, with -epochs-<n> only when the grid has several epoch counts (so a folder
     made with one epoch count is reused by a rerun with the same flags)."""
-    several = len({s.epochs for s in settings}) > 1
+    several = len(axis(settings, "epochs")) > 1
     return f"lr-{setting.learning_rate:g}" + (f"-epochs-{setting.epochs:g}" if several else "")
 
 
 def setting_label(setting, settings):
     """How the table names a chosen setting: only the parts that vary in the grid."""
     parts = []
-    if len({s.learning_rate for s in settings}) > 1:
+    if len(axis(settings, "learning_rate")) > 1:
         parts.append(f"lr {setting.learning_rate:g}")
-    if len({s.epochs for s in settings}) > 1:
+    if len(axis(settings, "epochs")) > 1:
         parts.append(f"{setting.epochs:g} epochs")
     return ", ".join(parts)
 
@@ -293,7 +298,7 @@ def main():
     files = make_data(args, timings, objectives)  # the random row's configs need its vocab
     try:
         planned = plan(args, variants, tasks, seeds, settings)
-        configs = [c for by_rate in planned.values() for runs in by_rate.values()
+        configs = [c for by_setting in planned.values() for runs in by_setting.values()
                    for c in runs.values()]
         restarts.check_reusable(configs)
     except InputError as e:
@@ -323,8 +328,7 @@ def main():
     from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
     atomic_write_text(os.path.join(args.work_dir, "table.md"), markdown)
-    rates, epochs = ([*dict.fromkeys(getattr(s, k) for s in settings)]
-                     for k in ("learning_rate", "epochs"))
+    rates, epochs = axis(settings, "learning_rate"), axis(settings, "epochs")
     selection = {"finetune_learning_rate": rates[0] if len(rates) == 1 else rates,
                  "finetune_epochs": epochs[0] if len(epochs) == 1 else epochs}
     if len(settings) > 1:
