@@ -603,3 +603,14 @@ def test_a_finished_run_copied_with_its_vocabulary_is_reused(tmp_path):
     (second / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n")
     with pytest.raises(InputError, match=r"this run was made with vocab_file="):
         restarts.check_reusable([copied])
+
+
+def test_pretraining_ablation_names_a_run_that_did_not_finish(tmp_path):
+    tool = _tool("pretraining_ablation")
+    args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4")
+    settings = tool.parse_grid(args.finetune_learning_rate, args.finetune_epochs)
+    planned = tool.plan(args, tool.chosen_variants("bert"), ["sst2"], [1, 2], settings)
+    runs = planned["BERT (MLM + NSP)", "sst2"]
+    fake_run(runs[settings[0]][1], {"accuracy": 0.7})  # seed 2 never finished
+    with pytest.raises(InputError, match=r"lr-0\.0001.seed-2: no metrics\.json"):
+        tool.task_result(runs)

@@ -316,7 +316,11 @@ def main():
         row = {"variant": label, "objective": objective, "head": head,
                "pretraining": pretrained[objective][0] if objective else None, "tasks": {}}
         for task in tasks:
-            result = row["tasks"][task] = task_result(planned[label, task])
+            try:
+                result = row["tasks"][task] = task_result(planned[label, task])
+            except InputError as e:
+                print(f"pretraining_ablation: error: {e}", file=sys.stderr)
+                return 2
             for seed, value in zip(seeds, result["values"]):
                 print(f"ablation: {label} {task} seed {seed} (lr {result['learning_rate']:g}, "
                       f"{result['epochs']:g} epochs): {result['metric']}={value:.4f}", flush=True)
@@ -350,11 +354,17 @@ def task_result(by_setting):
     """One row's cell for one task, from {Setting: {seed: finished run config}}: the
     chosen setting's runs and values, and every setting's values ("by_setting", keyed
     "lr=<lr> epochs=<n>")."""
+    from kerasbert.errors import InputError
+
     metric, values = None, {}
     for setting, runs in by_setting.items():
         values[setting] = []
         for config in runs.values():
-            metric, value = main_metric(run_folder.read_metrics(config.output_dir))
+            metrics = run_folder.read_metrics(config.output_dir)
+            if not metrics:  # run_all finishes or refuses every run first: a folder changed
+                raise InputError(f"{config.output_dir}: no metrics.json, the run did not "
+                                 "finish; run the command again to resume it")
+            metric, value = main_metric(metrics)
             values[setting].append(value)
     chosen = choose_setting(values)
     return {"metric": metric, "learning_rate": chosen.learning_rate, "epochs": chosen.epochs,
