@@ -117,6 +117,11 @@ class RunConfig:
     learning_rate: float | None = setting(
         None, help="Peak learning rate of AdamW. Default: the task's paper recipe (2e-5 for "
         "GLUE).")
+    head_learning_rate: float | None = setting(
+        None, help="Peak learning rate of the head's own parameters in the fine-tune phase "
+        "(the encoder keeps --learning_rate; same warmup and decay): a fresh head, say a "
+        "BiLSTM, may want a larger rate than the pre-trained encoder. Default: "
+        "--learning_rate for everything.")
     num_train_epochs: float | None = setting(
         None, help="Number of fine-tuning epochs (may be fractional; after --frozen_epochs, "
         "the stack-and-finetune phase 2; 0 = frozen only). Default: the task's paper recipe "
@@ -258,6 +263,10 @@ class RunConfig:
              "must be positive")
         need(self.num_train_epochs is None or self.num_train_epochs >= 0, "num_train_epochs",
              "must not be negative")
+        need(self.head_learning_rate is None or self.head_learning_rate > 0,
+             "head_learning_rate", "must be positive")
+        need(self.head_learning_rate is None or self.num_train_epochs != 0,
+             "head_learning_rate", "is the fine-tune phase's, but --num_train_epochs=0 has none")
         need(self.frozen_epochs >= 0, "frozen_epochs", "must not be negative")
         need(self.frozen_learning_rate > 0, "frozen_learning_rate", "must be positive")
         need(self.frozen_patience is None or self.frozen_patience > 0, "frozen_patience",

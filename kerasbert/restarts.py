@@ -369,6 +369,8 @@ def experiment(config, seeds, **extra):
         settings["init_checkpoint"] = default_checkpoint() or "random"
     if settings["init_checkpoint"] != "random":
         del settings["model_size"]
+    if config.head_learning_rate is not None:  # only where a run used one
+        settings["head_learning_rate"] = config.head_learning_rate
     return {**settings, "seeds": list(seeds), **extra}
 
 

@@ -20,6 +20,7 @@ def _config(tmp_path, **overrides):
     ("eval_batch_size", -1, "--eval_batch_size=-1: must be a positive integer"),
     ("num_train_epochs", -1.0, "--num_train_epochs=-1.0: must not be negative"),
     ("learning_rate", 0.0, "--learning_rate=0.0: must be positive"),
+    ("head_learning_rate", -1e-3, "--head_learning_rate=-0.001: must be positive"),
     ("warmup_proportion", 1.5, "--warmup_proportion=1.5: must be within"),
     ("max_seq_length", 2, "--max_seq_length=2: must be at least 3"),
     ("dropout", 1.0, "--dropout=1.0: must be within"),
@@ -38,6 +39,9 @@ def test_contradictory_flags_are_rejected(tmp_path):
         _config(tmp_path, use_tfds=True, data_dir=str(tmp_path))
     with pytest.raises(InputError, match="--data_dir=.*no such folder"):
         _config(tmp_path, data_dir=str(tmp_path / "missing"))
+    with pytest.raises(InputError, match="--head_learning_rate=0.001: is the fine-tune "
+                       "phase's, but --num_train_epochs=0 has none"):
+        _config(tmp_path, head_learning_rate=1e-3, frozen_epochs=1.0, num_train_epochs=0.0)
 
 
 def test_config_is_frozen_and_round_trips_through_json(tmp_path):

@@ -41,6 +41,8 @@ MIRRORED = """
     two_losses, two_weights = T.train(mirrored)
     accumulated_losses, _ = T.train(mirrored, accumulation_steps=2)
     float16_losses, _ = T.train(mirrored, policy="mixed_float16")
+    _, one_head = T.train(distribute.make_strategy("one_device"), head_learning_rate=2e-2)
+    _, two_head = T.train(mirrored, head_learning_rate=2e-2)
     from tensorflow.python.data.ops import multi_device_iterator_ops as m
     print(json.dumps({"one": one_losses.tolist(), "two": two_losses.tolist(),
                       "device_datasets_wrapped": getattr(m._create_device_dataset,
@@ -48,7 +50,11 @@ MIRRORED = """
                       "two_accumulated": accumulated_losses.tolist(),
                       "two_float16": float16_losses.tolist(),
                       "max_weight_diff": max(float(abs(a - b).max())
-                                             for a, b in zip(one_weights, two_weights))}))
+                                             for a, b in zip(one_weights, two_weights)),
+                      "max_head_lr_diff": max(float(abs(a - b).max())
+                                              for a, b in zip(one_head, two_head)),
+                      "head_lr_moved": max(float(abs(a - b).max())
+                                           for a, b in zip(two_head, two_weights))}))
 """
 
 
@@ -67,6 +73,8 @@ def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory():
     assert result["max_weight_diff"] < 1e-5
     # Two replicas × two micro-batches of 2 each: still the same steps.
     np.testing.assert_allclose(result["two_accumulated"], result["one"], rtol=1e-5)
+    # A head rate of its own (--head_learning_rate) is found on the mirrored variables too.
+    assert result["max_head_lr_diff"] < 1e-5 < result["head_lr_moved"]
     # float16 with loss scaling across replicas (the skip-step cond runs cross-replica).
     assert np.all(np.isfinite(result["two_float16"]))
     np.testing.assert_allclose(result["two_float16"], result["one"], rtol=0.05)

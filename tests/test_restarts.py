@@ -169,8 +169,10 @@ def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path)
                      frozen_epochs=1.0, num_train_epochs=2.0, lora_rank=4, lora_alpha=16.0)
     names = tool.chosen_strategies(["all"])
     assert names == ["fine-tune only", "frozen only", "stack-and-finetune",
-                     "fine-tune only, same steps", "LoRA", "stack-and-LoRA", "BitFit"]
-    names.remove(tool.SAME_STEPS)  # its plan is checked below; the cost table leaves it out
+                     "fine-tune only, same steps", "fine-tune only, head lr", "LoRA",
+                     "stack-and-LoRA", "BitFit"]
+    for name in (tool.SAME_STEPS, tool.HEAD_LR):  # plans checked below; not in the cost table
+        names.remove(name)
     assert tool.chosen_strategies(["bitfit", "paper"]) == [*tool.PAPER, "BitFit"]
     with pytest.raises(InputError, match="--strategies=lora,adapters: unknown strategy "
                        "'adapters'; choose paper, all or from fine_tune, "):
@@ -187,6 +189,19 @@ def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path)
     same = dict(tool.plan(base, task, [1], [tool.SAME_STEPS]))[tool.SAME_STEPS][1]
     assert (same.frozen_epochs, same.num_train_epochs, same.trainable_encoder) == (0.0, 3.0, "all")
     assert same.output_dir == str(tmp_path / "cmp" / "fine-tune_only_same_steps" / "seed-1")
+    assert same.head_learning_rate is None
+    # ... and so does the head-rate row, its head at the frozen phase's rate (1e-3) unless
+    # --head_learning_rate says otherwise; a frozen-only row has no fine-tune phase for it
+    head_lr = dict(tool.plan(base, task, [1], [tool.HEAD_LR]))[tool.HEAD_LR][1]
+    assert (head_lr.frozen_epochs, head_lr.num_train_epochs, head_lr.learning_rate,
+            head_lr.head_learning_rate) == (0.0, 3.0, 2e-5, 1e-3)
+    assert head_lr.output_dir == str(tmp_path / "cmp" / "fine-tune_only_head_lr" / "seed-1")
+    own = dict(tool.plan(dataclasses_replace(base, head_learning_rate=5e-4), task, [1],
+                         [tool.HEAD_LR, "frozen only", "stack-and-finetune"]))
+    assert [own[n][1].head_learning_rate for n in own] == [5e-4, None, 5e-4]
+    assert tool.budget_line(list(own.items()), 1).endswith(
+        "fine-tune epochs 2 (lr 2e-05). Head lr 0.0005 in: fine-tune only, head lr, "
+        "stack-and-finetune.")
     assert (bitfit.trainable_encoder, bitfit.lora_rank, bitfit.learning_rate) == (
         "bitfit", 0, 1e-3)
     assert (plain.lora_rank, plain.lora_alpha, plain.learning_rate) == (0, None, 2e-5)

@@ -42,6 +42,24 @@ def test_compare_strategies_writes_table_and_plot(tmp_path):
 
 
 @pytest.mark.large
+def test_compare_strategies_runs_the_head_learning_rate_row(tmp_path):
+    out = tmp_path / "cmp"
+    _tool("compare_strategies.py", "--task=rte", "--frozen_epochs=1", "--num_train_epochs=1",
+          "--frozen_learning_rate=3e-3", "--seeds=1", f"--output_dir={out}",
+          "--strategies=fine_tune_head_lr")
+    table = (out / "comparison.md").read_text()
+    assert "Head lr 0.003 in: fine-tune only, head lr." in table
+    saved = json.loads((out / "comparison.json").read_text())
+    assert saved["experiment"]["head_learning_rate"] == {"fine-tune only, head lr": 0.003}
+    run = out / "fine-tune_only_head_lr" / "seed-1"
+    config = json.loads((run / "run_config.json").read_text())
+    assert (config["frozen_epochs"], config["num_train_epochs"], config["head_learning_rate"]) \
+        == (0.0, 2.0, 0.003)
+    assert [r.split(",")[0] for r in (run / "history.csv").read_text().splitlines()[1:]] == [
+        "finetune", "finetune"]
+
+
+@pytest.mark.large
 def test_compare_strategies_runs_the_parameter_efficient_rows(tmp_path):
     out = tmp_path / "cmp"
     stdout = _tool("compare_strategies.py", "--task=rte", "--frozen_epochs=1",

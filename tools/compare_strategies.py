@@ -16,8 +16,10 @@ the paired difference to --baseline, default fine-tune only; kerasbert/restarts.
 
 --strategies picks the rows: paper (default: the three above), all, or names from
 fine_tune, frozen, stack_and_finetune, fine_tune_same_steps (fine-tune only for
---frozen_epochs + --num_train_epochs: stack-and-finetune's number of steps), lora,
-stack_and_lora, bitfit. The parameter-efficient
+--frozen_epochs + --num_train_epochs: stack-and-finetune's number of steps),
+fine_tune_head_lr (the same, with the head at --head_learning_rate, default
+--frozen_learning_rate: the head's rate of the frozen phase without the frozen phase),
+lora, stack_and_lora, bitfit. The parameter-efficient
 rows fine-tune with --peft_learning_rate (LoRA and BitFit want a larger rate than full
 fine-tuning) and --lora_rank (default 8), --lora_alpha, --lora_targets. Every row also
 shows how many parameters its runs train (the fine-tune phase's count, else the frozen
@@ -42,7 +44,8 @@ from kerasbert.errors import InputError
 FLAGS = kb_main.FLAGS
 SLUGS = {"fine_tune": "fine-tune only", "frozen": "frozen only",  # --strategies names
          "stack_and_finetune": "stack-and-finetune",
-         "fine_tune_same_steps": "fine-tune only, same steps", "lora": "LoRA",
+         "fine_tune_same_steps": "fine-tune only, same steps",
+         "fine_tune_head_lr": "fine-tune only, head lr", "lora": "LoRA",
          "stack_and_lora": "stack-and-LoRA", "bitfit": "BitFit"}
 if "strategies" not in FLAGS:  # loaded twice in one process (tests): defined once
     flags.DEFINE_list("strategies", ["paper"], "The rows: paper (fine-tune only, frozen "
@@ -56,6 +59,7 @@ STRATEGIES = {
     "frozen only": (True, False, "all"),
     "stack-and-finetune": (True, True, "all"),
     "fine-tune only, same steps": (False, True, "all"),
+    "fine-tune only, head lr": (False, True, "all"),
     "LoRA": (False, True, "lora"),
     "stack-and-LoRA": (True, True, "lora"),
     "BitFit": (False, True, "bitfit"),
@@ -64,6 +68,9 @@ PAPER = ("fine-tune only", "frozen only", "stack-and-finetune")
 # Fine-tunes for --frozen_epochs + --num_train_epochs: stack-and-finetune's total steps,
 # so that its lead over fine-tune only is not just its extra (frozen) steps.
 SAME_STEPS = "fine-tune only, same steps"
+# The same steps, the head at a rate of its own (as in the frozen phase) from the start:
+# is a head's larger rate, rather than the frozen phase, what stack-and-finetune adds?
+HEAD_LR = "fine-tune only, head lr"
 DEFAULT_LORA_RANK = 8
 
 
@@ -105,8 +112,11 @@ def plan(base, task, seeds, strategies=PAPER, peft_learning_rate=5e-4):
         rows.append((name, {seed: dataclasses.replace(
             base, output_dir=restarts.seed_folder(folder, seed), overwrite_output_dir=False,
             seed=seed, frozen_epochs=frozen_epochs if frozen else 0.0,
-            num_train_epochs=(frozen_epochs + finetune_epochs if name == SAME_STEPS
+            num_train_epochs=(frozen_epochs + finetune_epochs if name in (SAME_STEPS, HEAD_LR)
                               else finetune_epochs if finetune else 0.0),
+            head_learning_rate=(base.head_learning_rate or base.frozen_learning_rate
+                                if name == HEAD_LR else
+                                base.head_learning_rate if finetune else None),
             **settings).resolved(task)
             for seed in seeds}))
     return rows
@@ -197,10 +207,16 @@ def budget_line(rows, seed):
                      + (f", LoRA rank {lora.lora_rank}, alpha "
                         f"{lora.lora_alpha if lora.lora_alpha is not None else lora.lora_rank:g}"
                         f", targets {lora.lora_targets}" if lora else "") + ".")
+    head_rates = {}  # rows whose fine-tuning gives the head a rate of its own
+    for name, runs in rows:
+        if runs[seed].head_learning_rate is not None:
+            head_rates.setdefault(runs[seed].head_learning_rate, []).append(name)
+    head_note = "".join(f" Head lr {rate:g} in: {', '.join(names)}."
+                        for rate, names in head_rates.items())
     return (f"Data {stack.data_dir or 'bundled sample'}"
             f" (max_train_examples {stack.max_train_examples}); frozen epochs "
             f"{stack.frozen_epochs:g} (lr {stack.frozen_learning_rate:g}), fine-tune epochs "
-            f"{stack.num_train_epochs:g}{full_lr}.{peft_note}")
+            f"{stack.num_train_epochs:g}{full_lr}.{peft_note}{head_note}")
 
 
 def main(argv):
@@ -223,8 +239,12 @@ def main(argv):
     text = header + restarts.markdown(summary, row_header="strategy",
                                       extra=cost_columns(
                                           {row["label"]: row for row in summary["rows"]}))
+    head_rates = {name: runs[seeds[0]].head_learning_rate for name, runs in rows
+                  if runs[seeds[0]].head_learning_rate is not None}
     restarts.write_outputs(base.output_dir, "comparison", {task.name: summary}, text,
-                           restarts.command_line(), restarts.experiment(stack, seeds))
+                           restarts.command_line(), restarts.experiment(
+                               stack, seeds, **({"head_learning_rate": head_rates}
+                                                if head_rates else {})))
     from kerasbert.analysis.plots import plot_curves
 
     curves = {name: run_folder.read_run_history(runs[seeds[0]].output_dir)

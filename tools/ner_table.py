@@ -101,6 +101,8 @@ def plan(base, task, seeds, rows=None, head_flags=None):
             # only a frozen encoder's layers can be cached (a fine-tuning run refuses the flag)
             feature_cache_dir=base.feature_cache_dir if row.feature_based else None,
             learning_rate=base.frozen_learning_rate if row.feature_based else base.learning_rate,
+            # a feature-based row trains only its head, at --frozen_learning_rate
+            head_learning_rate=None if row.feature_based else base.head_learning_rate,
         ).resolved(task) for seed in seeds}))
     return planned
 

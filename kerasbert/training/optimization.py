@@ -70,13 +70,31 @@ class FusedAdamW(keras.optimizers.AdamW):
       an id, so a token seen 100 times in a batch gets v = Σ g_i² instead of (Σ g_i)².
     """
 
+    # Variables (their keys) that step at a multiple of the scheduled rate, and that
+    # multiple: a head with a learning rate of its own (--head_learning_rate).
+    scaled_keys, rate_factor = frozenset(), 1.0
+
+    def scale_rate(self, variables, factor):
+        """From now on `variables` step, and decay, at `factor` × the scheduled rate."""
+        self.scaled_keys = frozenset(self._var_key(v) for v in variables)
+        self.rate_factor = float(factor)
+
+    def _rate(self, variable, learning_rate):
+        if self._var_key(variable) in self.scaled_keys:
+            return learning_rate * self.rate_factor
+        return learning_rate
+
     def _fused(self):
         return not isinstance(self._distribution_strategy, tf.distribute.TPUStrategy)
 
     def _apply_weight_decay(self, variables):
-        if not self._fused():
-            super()._apply_weight_decay(variables)
-        # else: decayed in update_step, with the step's learning rate already at hand
+        if self._fused():
+            return  # decayed in update_step, with the step's learning rate already at hand
+        plain = [v for v in variables if self._var_key(v) not in self.scaled_keys]
+        super()._apply_weight_decay(plain)
+        for variable in variables:
+            if self._var_key(variable) in self.scaled_keys and self._use_weight_decay(variable):
+                self._decay(variable, self._rate(variable, self.learning_rate))
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         step = tf.cast(self.iterations + 1, tf.float32)
@@ -94,6 +112,7 @@ class FusedAdamW(keras.optimizers.AdamW):
     def update_step(self, gradient, variable, learning_rate):
         if isinstance(gradient, tf.IndexedSlices):  # repeats summed (see the class doc)
             gradient = tf.convert_to_tensor(gradient)
+        learning_rate = self._rate(variable, learning_rate)
         fused = self._fused()
         if fused and self._use_weight_decay(variable):  # else Keras' _apply_weight_decay did
             self._decay(variable, learning_rate)
@@ -128,8 +147,10 @@ def _handle(variable):
     return variable.handle
 
 
-def create_optimizer(variables, learning_rate, total_steps, warmup_steps, weight_decay=0.01):
-    """AdamW over `variables` with BERT's hyper-parameters (β2 0.999, ε 1e-6).
+def create_optimizer(variables, learning_rate, total_steps, warmup_steps, weight_decay=0.01,
+                     head_variables=(), head_learning_rate=None):
+    """AdamW over `variables` with BERT's hyper-parameters (β2 0.999, ε 1e-6); with
+    `head_learning_rate`, `head_variables` follow the same warmup and decay to that peak.
 
     Gradient clipping (global norm 1.0) is done by the training loop, after the
     cross-replica sum, so it is the same clip for every tf.distribute strategy.
@@ -143,4 +164,6 @@ def create_optimizer(variables, learning_rate, total_steps, warmup_steps, weight
     )
     optimizer.exclude_from_weight_decay(
         var_list=[v for v in variables if is_excluded_from_weight_decay(v)])
+    if head_learning_rate is not None:
+        optimizer.scale_rate(head_variables, head_learning_rate / learning_rate)
     return optimizer

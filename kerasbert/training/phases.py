@@ -1,7 +1,7 @@
 """Training phases: frozen encoder first (stack-and-finetune's phase 1), then everything.
 
     --frozen_epochs=N --frozen_learning_rate=LR --frozen_patience=P   phase 1 ("frozen")
-    --num_train_epochs=M --learning_rate=LR                           phase 2 ("finetune")
+    --num_train_epochs=M --learning_rate=LR [--head_learning_rate=LR] phase 2 ("finetune")
 
 fine-tune only: N = 0; frozen only (feature-based): M = 0; stack-and-finetune: both.
 Each phase has its own AdamW state and warmup/decay schedule. In the frozen phase the
@@ -34,6 +34,7 @@ class Phase:
     learning_rate: float
     train_backbone: bool
     patience: int | None = None  # early stopping on the dev main metric (frozen phase)
+    head_learning_rate: float | None = None  # the head's own peak rate (fine-tune phase)
 
 
 def plan_phases(config):
@@ -43,8 +44,14 @@ def plan_phases(config):
                             train_backbone=False, patience=config.frozen_patience))
     if config.num_train_epochs > 0:
         phases.append(Phase("finetune", config.num_train_epochs, config.learning_rate,
-                            train_backbone=True))
+                            train_backbone=True, head_learning_rate=config.head_learning_rate))
     return phases
+
+
+def head_variables(model):
+    """The trainable variables outside the encoder: the head's."""
+    encoder = {v.path for v in model.backbone.weights}
+    return [v for v in model.trainable_variables if v.path not in encoder]
 
 
 class PhaseRunner:
@@ -71,7 +78,8 @@ class PhaseRunner:
                 optimizer = optimization.create_optimizer(
                     model.trainable_variables, phase.learning_rate, total,
                     warmup_steps=int(total * config.warmup_proportion),
-                    weight_decay=config.weight_decay)
+                    weight_decay=config.weight_decay, head_variables=head_variables(model),
+                    head_learning_rate=phase.head_learning_rate)
                 optimizer.build(model.trainable_variables)
                 self.optimizers[phase.name] = optimizer
             # mixed_float16: one loss scale per phase, as each phase's Trainer would make,

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from kerasbert.heads.classifier import ClsClassifier
 from kerasbert.model.task_model import TaskModel
-from kerasbert.training import optimization
+from kerasbert.training import optimization, phases
 
 
 def _tiny_model(num_layers=2):
@@ -100,15 +100,18 @@ def test_fused_adamw_keeps_the_moments_of_keras_adamw(weight_decay):
     assert int(fused.iterations.numpy()) == 5
 
 
-def _adam_algorithm_1(weights, grads_per_step, schedule, weight_decay, decayed, eps=1e-6):
+def _adam_algorithm_1(weights, grads_per_step, schedule, weight_decay, decayed, eps=1e-6,
+                     factors=None):
     """NumPy AdamW as PyTorch's torch.optim.AdamW takes it (HuggingFace's optimizer):
-    decoupled decay w ← w − lr·wd·w, then w ← w − lr·m̂/(√v̂ + ε), ε on the corrected v̂."""
+    decoupled decay w ← w − lr·wd·w, then w ← w − lr·m̂/(√v̂ + ε), ε on the corrected v̂;
+    `factors[i]` scales variable i's rate (a parameter group with its own lr)."""
     weights = [w.astype(np.float64) for w in weights]
     m = [np.zeros_like(w) for w in weights]
     v = [np.zeros_like(w) for w in weights]
+    factors = factors or [1.0] * len(weights)
     for t, grads in enumerate(grads_per_step, start=1):
-        lr = float(schedule(t - 1))
         for i, g in enumerate(grads):
+            lr = float(schedule(t - 1)) * factors[i]
             if decayed[i]:
                 weights[i] = weights[i] - lr * weight_decay * weights[i]
             m[i] = 0.9 * m[i] + 0.1 * g
@@ -142,6 +145,37 @@ def test_adamw_puts_epsilon_on_the_bias_corrected_second_moment(path, scale):
     expected = _adam_algorithm_1(start, steps, schedule, 0.01, decayed)
     for v, w0, w in zip(variables, start, expected):
         # The updates (~0.01 per step here), not the weights, to 1e-3 of themselves.
+        np.testing.assert_allclose(v.numpy() - w0, w - w0, rtol=1e-3, atol=1e-7,
+                                   err_msg=v.path)
+
+
+@pytest.mark.parametrize("path", ["fused", "keras"])
+def test_the_head_steps_and_decays_at_its_own_learning_rate(path):
+    """--head_learning_rate: the head's variables follow the same warmup and decay to their
+    own peak (20× here), in both the step and the decoupled decay, as a PyTorch parameter
+    group with its own lr would; the encoder's keep the base rate."""
+    rng = np.random.default_rng(2)
+    model = _tiny_model(num_layers=1)
+    variables = model.trainable_variables
+    head = phases.head_variables(model)
+    # the classifier's kernel and bias, nothing of the encoder (pooled_dense is the encoder's)
+    assert [id(v) for v in head] == [id(v) for v in model.head.trainable_variables]
+    assert len(head) == 2
+    start = [v.numpy().copy() for v in variables]
+    optimizer = optimization.create_optimizer(
+        variables, 0.001, total_steps=6, warmup_steps=2, weight_decay=0.1,
+        head_variables=head, head_learning_rate=0.02)
+    if path == "keras":
+        optimizer._fused = lambda: False
+    steps = [[rng.normal(size=v.shape).astype(np.float32) for v in variables]
+             for _ in range(4)]
+    for grads in steps:
+        optimizer.apply([tf.constant(g) for g in grads], variables)
+    decayed = [not optimization.is_excluded_from_weight_decay(v) for v in variables]
+    factors = [20.0 if any(v is h for h in head) else 1.0 for v in variables]
+    schedule = optimization.WarmupLinearDecay(0.001, total_steps=6, warmup_steps=2)
+    expected = _adam_algorithm_1(start, steps, schedule, 0.1, decayed, factors=factors)
+    for v, w0, w in zip(variables, start, expected):
         np.testing.assert_allclose(v.numpy() - w0, w - w0, rtol=1e-3, atol=1e-7,
                                    err_msg=v.path)
 

@@ -74,6 +74,31 @@ def test_stack_and_finetune_moves_the_encoder_only_in_phase_two(tmp_path, monkey
     assert saved["accuracy"] == metrics["accuracy"] == saved["phases"]["finetune"]["accuracy"]
 
 
+def test_head_learning_rate_moves_the_head_and_leaves_the_encoder_at_its_own_rate(tmp_path):
+    """--head_learning_rate: with the encoder's rate near 0, a head at 1e-2 moves and the
+    encoder does not (Adam moves a weight at most ~its rate per step); without it the head
+    stays where the seed put it too. run_config.json keeps the rate."""
+    from kerasbert import plugins
+    from kerasbert.model import builder
+
+    fresh = [w.numpy() for w in encoders.random_encoder("2/32/2", seed=3).backbone.weights]
+    heads = {}
+    for name, head_rate in (("own", 1e-2), ("shared", None)):
+        config = _config(tmp_path, name, num_train_epochs=1.0, learning_rate=1e-9,
+                         head_learning_rate=head_rate, warmup_proportion=0.0)
+        run_lib.execute(config)
+        for trained, initial in zip(_encoder_weights(config.output_dir), fresh):
+            np.testing.assert_allclose(trained, initial, atol=1e-6)
+        saved = json.loads((tmp_path / name / "run_config.json").read_text())
+        assert saved["head_learning_rate"] == head_rate
+        registry = plugins.registry()
+        model, _ = builder.rebuild_trained_model(config.output_dir, config.resolved(
+            registry.task("sst2")), registry.task("sst2"), registry)
+        heads[name] = [w.numpy() for w in model.head.weights]
+    # 4 steps at ≤ 1e-2 each against ≤ 4e-9: the two heads differ by far more than 1e-9
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(*heads.values())) > 1e-3
+
+
 def test_early_stopping_keeps_the_best_head(tmp_path, monkeypatch):
     # Dev accuracy is scripted: it peaks at epoch 2, so with patience 1 the phase stops
     # after epoch 3 and the head of epoch 2 comes back.

@@ -15,7 +15,7 @@ from kerasbert.config import RunConfig
 from kerasbert.data import pipeline
 from kerasbert.errors import InputError
 from kerasbert.model import builder, encoders
-from kerasbert.training import optimization, precision
+from kerasbert.training import optimization, phases, precision
 from kerasbert.training.loop import Trainer, pad_to_multiple
 
 BATCH, STEPS, SEQ = 8, 4, 16
@@ -32,7 +32,8 @@ def _data(num_examples=BATCH * STEPS, seed=0):
     return inputs, (tokens[:, 0] % 2).astype(np.int32)
 
 
-def train(strategy=None, policy="none", steps=STEPS, learning_rate=1e-3, **trainer_options):
+def train(strategy=None, policy="none", steps=STEPS, learning_rate=1e-3,
+          head_learning_rate=None, **trainer_options):
     """(per-step losses, final weights) of a fresh tiny model trained `steps` steps."""
     precision.set_policy(policy)
     strategy = strategy or distribute.make_strategy("one_device")
@@ -42,8 +43,9 @@ def train(strategy=None, policy="none", steps=STEPS, learning_rate=1e-3, **train
     with strategy.scope():
         encoder = encoders.random_encoder("2/32/2", max_position=64, dropout=0.0, seed=3)
         model = builder.build_task_model(task, head, encoder.backbone, seed=3)
-        optimizer = optimization.create_optimizer(model.trainable_variables, learning_rate,
-                                                  steps, warmup_steps=0)
+        optimizer = optimization.create_optimizer(
+            model.trainable_variables, learning_rate, steps, warmup_steps=0,
+            head_variables=phases.head_variables(model), head_learning_rate=head_learning_rate)
         optimizer.build(model.trainable_variables)
     trainer = Trainer(model, task.kind, strategy, optimizer, **trainer_options)
     losses = []
