@@ -237,8 +237,15 @@ def write_pruned(run_dir, removed):
 def changed_settings(run_dir, config, may_change):
     """(name, saved, now) of each setting, in the config's order, that the run in
     `run_dir` was started with and `config` now gives differently, leaving out the names
-    in `may_change`."""
+    in `may_change`. A setting newer than the run's run_config.json counts as its default
+    there (the run was made before the setting existed, i.e. with its default)."""
     saved = read_config(run_dir)
+    if not saved:  # no run there yet
+        return []
+    defaults = {f.name: f.default for f in dataclasses.fields(config)
+                if f.default is not dataclasses.MISSING}
+    saved = {**json.loads(json.dumps({k: v for k, v in defaults.items() if k not in saved})),
+             **saved}
     now = json.loads(json.dumps(config.to_dict()))
     return [(k, saved[k], v) for k, v in now.items()
             if k not in may_change and k in saved and saved[k] != v]

@@ -160,6 +160,19 @@ def test_only_the_missing_seed_is_run_and_other_settings_are_refused(tmp_path):
     changed = [dataclasses_replace(c, learning_rate=1e-3) for c in configs]
     with pytest.raises(InputError, match=r"made with learning_rate=2e-05, now 0\.001"):
         restarts.run_all(changed, no_training, log=lambda _: None)
+    # a run made before a setting existed was made with its default: asked for with
+    # another value it is refused, with the default it is reused
+    configs = [c for c in configs if run_folder.is_finished(c.output_dir)
+               and c.num_train_epochs > 0]  # the rows with a fine-tune phase
+    for config in configs:
+        saved = run_folder.read_config(config.output_dir)
+        del saved["head_learning_rate"]
+        run_folder.atomic_write_json(run_folder.path(config.output_dir, run_folder.RUN_CONFIG),
+                                     saved)
+    restarts.run_all(configs, no_training, log=lambda _: None)
+    with pytest.raises(InputError, match=r"made with head_learning_rate=None, now 0\.001"):
+        restarts.run_all([dataclasses_replace(c, head_learning_rate=1e-3) for c in configs],
+                         no_training, log=lambda _: None)
 
 
 def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path):
