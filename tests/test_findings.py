@@ -220,3 +220,17 @@ def test_stack_against_a_budget_matched_fine_tune_on_any_task(tmp_path):
     assert same["task"] == "conll2003" and same["n"] == 3
     assert same["difference"] == pytest.approx((0.09 - 0.02 - 0.01) / 3)
     assert same["verdict"] == "not distinguishable"  # +0.09, −0.02, −0.01: spans 0
+
+
+def test_stack_against_a_fine_tune_with_its_own_head_rate(tmp_path):
+    """The head-rate control reads the table with the head-lr row: stack-and-finetune 0.70,
+    0.68, 0.69 against 0.60, 0.61, 0.58: +0.08, +0.07, +0.11, all above 0."""
+    rows = [("stack-and-finetune", {1: 0.70, 2: 0.68, 3: 0.69}),
+            ("fine-tune only, same steps", {1: 0.50, 2: 0.52, 3: 0.49}),
+            ("fine-tune only, head lr", {1: 0.62, 2: 0.61, 3: 0.58})]
+    write(tmp_path / "ner", "comparison.json", {"conll2003": table("f1", rows)},
+          {"task": "conll2003", "head": "bilstm_tagger"})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (head_lr,) = measured["wang-stack-vs-fine-tune-head-lr"]
+    assert head_lr["n"] == 3 and head_lr["verdict"] == "supported"
+    assert head_lr["difference"] == pytest.approx((0.08 + 0.07 + 0.11) / 3)

@@ -85,6 +85,13 @@ CLAIMS += [
            "not in the paper (its baselines are not budget-matched)",
            _side("compare_strategies", STACK), _side("compare_strategies",
                                                      "fine-tune only, same steps"), "+"),
+    _claim("wang-stack-vs-fine-tune-head-lr", WANG,
+           "stack-and-finetune beats fine-tune only with the head at the frozen phase's "
+           "learning rate from the start, given the same steps (its lead is not just the "
+           "head's larger rate)",
+           "not in the paper (a head learning rate of its own is our control)",
+           _side("compare_strategies", STACK), _side("compare_strategies",
+                                                     "fine-tune only, head lr"), "+"),
     _claim("wang-bimpm-no-context", WANG,
            "BIMPM without its context BiLSTM ≈ BIMPM (stack-and-finetune), within 1 point",
            "≈ (direction only)",
