@@ -190,6 +190,12 @@ def budget_run(rows, seed):
     return (both[0] if both else rows[0][1])[seed]
 
 
+def head_rates(rows, seed):
+    """{row: its head's own learning rate}, for the rows whose fine-tuning gives it one."""
+    return {name: runs[seed].head_learning_rate for name, runs in rows
+            if runs[seed].head_learning_rate is not None}
+
+
 def budget_line(rows, seed):
     """The table's line on data, epochs and learning rates: the full fine-tuning rate from a
     row that fine-tunes everything, the parameter-efficient rows' own after it (a
@@ -207,12 +213,11 @@ def budget_line(rows, seed):
                      + (f", LoRA rank {lora.lora_rank}, alpha "
                         f"{lora.lora_alpha if lora.lora_alpha is not None else lora.lora_rank:g}"
                         f", targets {lora.lora_targets}" if lora else "") + ".")
-    head_rates = {}  # rows whose fine-tuning gives the head a rate of its own
-    for name, runs in rows:
-        if runs[seed].head_learning_rate is not None:
-            head_rates.setdefault(runs[seed].head_learning_rate, []).append(name)
+    by_rate = {}
+    for name, rate in head_rates(rows, seed).items():
+        by_rate.setdefault(rate, []).append(name)
     head_note = "".join(f" Head lr {rate:g} in: {', '.join(names)}."
-                        for rate, names in head_rates.items())
+                        for rate, names in by_rate.items())
     return (f"Data {stack.data_dir or 'bundled sample'}"
             f" (max_train_examples {stack.max_train_examples}); frozen epochs "
             f"{stack.frozen_epochs:g} (lr {stack.frozen_learning_rate:g}), fine-tune epochs "
@@ -239,12 +244,11 @@ def main(argv):
     text = header + restarts.markdown(summary, row_header="strategy",
                                       extra=cost_columns(
                                           {row["label"]: row for row in summary["rows"]}))
-    head_rates = {name: runs[seeds[0]].head_learning_rate for name, runs in rows
-                  if runs[seeds[0]].head_learning_rate is not None}
+    own_rates = head_rates(rows, seeds[0])
     restarts.write_outputs(base.output_dir, "comparison", {task.name: summary}, text,
                            restarts.command_line(), restarts.experiment(
-                               stack, seeds, **({"head_learning_rate": head_rates}
-                                                if head_rates else {})))
+                               stack, seeds, **({"head_learning_rate": own_rates}
+                                                if own_rates else {})))
     from kerasbert.analysis.plots import plot_curves
 
     curves = {name: run_folder.read_run_history(runs[seeds[0]].output_dir)
