@@ -229,8 +229,35 @@ def test_stack_against_a_fine_tune_with_its_own_head_rate(tmp_path):
             ("fine-tune only, same steps", {1: 0.50, 2: 0.52, 3: 0.49}),
             ("fine-tune only, head lr", {1: 0.62, 2: 0.61, 3: 0.58})]
     write(tmp_path / "ner", "comparison.json", {"conll2003": table("f1", rows)},
-          {"task": "conll2003", "head": "bilstm_tagger"})
+          {"task": "conll2003", "head": "bilstm_tagger",
+           "head_learning_rate": {"fine-tune only, head lr": 1e-3}})
     _, measured = findings.report(findings.find_sources([str(tmp_path)]))
     (head_lr,) = measured["wang-stack-vs-fine-tune-head-lr"]
     assert head_lr["n"] == 3 and head_lr["verdict"] == "supported"
     assert head_lr["difference"] == pytest.approx((0.08 + 0.07 + 0.11) / 3)
+
+
+def test_head_rate_claims_pair_only_rows_with_the_rates_they_name(tmp_path):
+    """A table whose stack-and-finetune row kept its head at 1e-3 answers the both-rates
+    claim and not the plain one; a table whose stack row had no head rate the reverse.
+    Both-rates table: 0.86, 0.85, 0.87 against 0.84, 0.84, 0.85: +0.02, +0.01, +0.02."""
+    both = [("stack-and-finetune", {1: 0.86, 2: 0.85, 3: 0.87}),
+            ("fine-tune only, head lr", {1: 0.84, 2: 0.84, 3: 0.85})]
+    write(tmp_path / "both", "comparison.json", {"conll2003": table("f1", both)},
+          {"task": "conll2003", "head": "bilstm_tagger",
+           "head_learning_rate": {"stack-and-finetune": 1e-3,
+                                  "fine-tune only, head lr": 1e-3}})
+    plain = [("stack-and-finetune", {1: 0.68, 2: 0.69, 3: 0.68}),
+             ("fine-tune only, head lr", {1: 0.84, 2: 0.84, 3: 0.85})]
+    write(tmp_path / "plain", "comparison.json", {"conll2003": table("f1", plain)},
+          {"task": "conll2003", "head": "bilstm_tagger",
+           "head_learning_rate": {"fine-tune only, head lr": 1e-3}})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (own,) = measured["wang-stack-head-lr-vs-fine-tune-head-lr"]
+    assert own["sources"] == [str(tmp_path / "both" / "comparison.json")]
+    assert own["difference"] == pytest.approx(0.05 / 3)
+    assert own["verdict"] == "supported"
+    (control,) = measured["wang-stack-vs-fine-tune-head-lr"]
+    assert control["sources"] == [str(tmp_path / "plain" / "comparison.json")]
+    assert control["difference"] == pytest.approx((-0.16 - 0.15 - 0.17) / 3)
+    assert control["verdict"] == "contradicted"

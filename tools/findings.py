@@ -47,10 +47,12 @@ LANDSCAPE = "landscape_findings.json"
 PAIRS, TAGGING, CLASSIFICATION = ("mrpc", "stsb"), ("conll2003",), ("sst2",)
 
 
-def _side(tool, row, task=None, **where):
+def _side(tool, row, task=None, head_rate=None, **where):
     """One row of one table: the tool, the task(s) its table is for, the experiment's
-    settings it must have (e.g. head="bimpm") and the row (a label, or "first"/"last")."""
-    return {"tool": tool, "task": task, "where": where, "row": row}
+    settings it must have (e.g. head="bimpm"), the row (a label, or "first"/"last") and
+    whether that row's head must (True), must not (False) or may (None) have had a
+    learning rate of its own (`--head_learning_rate`)."""
+    return {"tool": tool, "task": task, "where": where, "row": row, "head_rate": head_rate}
 
 
 def _claim(id, paper, statement, paper_number, a, b, direction, margin=None):
@@ -62,6 +64,7 @@ WANG = "Wang et al. 2019 (stack-and-finetune)"
 BERT = "Devlin et al. 2019 (BERT)"
 HAO = "Hao et al. 2019 (loss landscapes)"
 STACK, FT, FROZEN = "stack-and-finetune", "fine-tune only", "frozen only"
+SAME_STEPS, HEAD_LR = "fine-tune only, same steps", "fine-tune only, head lr"
 CLAIMS = []
 for kind, tasks, head in (("sentence pairs", PAIRS, "bimpm"),
                           ("sentence pairs", PAIRS, "sim_transformer"),
@@ -83,15 +86,21 @@ CLAIMS += [
            "stack-and-finetune beats fine-tune only given the same number of training steps "
            "(its lead is not just its extra frozen steps)",
            "not in the paper (its baselines are not budget-matched)",
-           _side("compare_strategies", STACK), _side("compare_strategies",
-                                                     "fine-tune only, same steps"), "+"),
+           _side("compare_strategies", STACK, head_rate=False),
+           _side("compare_strategies", SAME_STEPS, head_rate=False), "+"),
     _claim("wang-stack-vs-fine-tune-head-lr", WANG,
            "stack-and-finetune beats fine-tune only with the head at the frozen phase's "
            "learning rate from the start, given the same steps (its lead is not just the "
            "head's larger rate)",
            "not in the paper (a head learning rate of its own is our control)",
-           _side("compare_strategies", STACK), _side("compare_strategies",
-                                                     "fine-tune only, head lr"), "+"),
+           _side("compare_strategies", STACK, head_rate=False),
+           _side("compare_strategies", HEAD_LR, head_rate=True), "+"),
+    _claim("wang-stack-head-lr-vs-fine-tune-head-lr", WANG,
+           "with the head at its own learning rate in both, stack-and-finetune beats fine-tune "
+           "only given the same steps (the frozen phase adds something of its own)",
+           "not in the paper (a head learning rate of its own is our control)",
+           _side("compare_strategies", STACK, head_rate=True),
+           _side("compare_strategies", HEAD_LR, head_rate=True), "+"),
     _claim("wang-bimpm-no-context", WANG,
            "BIMPM without its context BiLSTM ≈ BIMPM (stack-and-finetune), within 1 point",
            "≈ (direction only)",
@@ -226,6 +235,13 @@ def _matches(side, task, experiment):
                for k, v in side["where"].items())
 
 
+def _has_head_rate(experiment, label):
+    """Whether a table's row trained its head at a rate of its own: compare_strategies
+    records {row: rate} for the rows that did, the other tools one rate (or none)."""
+    rates = experiment.get("head_learning_rate")
+    return label in rates if isinstance(rates, dict) else rates is not None
+
+
 def _row(table, wanted):
     rows = table["rows"]
     if wanted == "first":
@@ -242,9 +258,11 @@ def candidates(side, sources):
         if tool != side["tool"]:
             continue
         for task, table in tables_of(tool, data).items():
-            if _matches(side, task, data.get("experiment") or {}):
+            experiment = data.get("experiment") or {}
+            if _matches(side, task, experiment):
                 row = _row(table, side["row"])
-                if row is not None:
+                if row is not None and side["head_rate"] in (
+                        None, _has_head_rate(experiment, row["label"])):
                     out.append((task, row, {"file": file, "data": data, "table": table}))
     return out
 
