@@ -96,6 +96,18 @@ def _strategies(tmp_path):
     return tool, task, tool.plan(base, task, [1, 2, 3])
 
 
+def test_compare_strategies_curves_show_the_metric_the_table_reports():
+    """A NER run's history has token accuracy beside entity F1: the curves show F1 (what the
+    table reports); a history without the task's metric falls back to accuracy."""
+    tool = _tool("compare_strategies")
+    conll = plugins.registry().task("conll2003")
+    ner_row = {"phase": "frozen", "epoch": "1", "dev_precision": "0.53", "dev_f1": "0.11",
+               "dev_accuracy": "0.84"}
+    assert tool.curve_metric(conll, ner_row) == "f1"
+    assert tool.curve_metric(conll, {"dev_accuracy": "0.84"}) == "accuracy"
+    assert tool.curve_metric(plugins.registry().task("stsb"), {"dev_pearson": "0.7"}) == "pearson"
+
+
 def test_compare_strategies_table_over_seeds_is_exact(tmp_path):
     tool, task, rows = _strategies(tmp_path)
     assert [name for name, _ in rows] == list(MRPC)

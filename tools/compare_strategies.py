@@ -224,6 +224,12 @@ def budget_line(rows, seed):
             f"{stack.num_train_epochs:g}{full_lr}.{peft_note}{head_note}")
 
 
+def curve_metric(task, history_row):
+    """The dev metric the curves show: the one the table reports (entity F1 for NER, not
+    its token accuracy) where the history has it, else accuracy."""
+    return task.main_metric if f"dev_{task.main_metric}" in history_row else "accuracy"
+
+
 def main(argv):
     if len(argv) > 1:
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -254,8 +260,8 @@ def main(argv):
     curves = {name: run_folder.read_run_history(runs[seeds[0]].output_dir)
               for name, runs in rows}
     plot_curves(curves, os.path.join(base.output_dir, "curves.png"),
-                metric="accuracy" if "dev_accuracy" in next(iter(curves.values()))[0]
-                else task.main_metric, title=f"{task.name}, head {head}, seed {seeds[0]}")
+                metric=curve_metric(task, next(iter(curves.values()))[0]),
+                title=f"{task.name}, head {head}, seed {seeds[0]}")
     sys.stdout.write(text)
     return 0
 
