@@ -40,6 +40,7 @@ class HeadContext:
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # head flags
     seed: int | None = None  # for initialisers, so restarts differ only by seed
     labels: Sequence[str] = ()  # the task's label names, in output order (none: regression)
+    num_layers: int | None = None  # the encoder's transformer layers (None: not told)
 
 
 @dataclasses.dataclass(frozen=True)

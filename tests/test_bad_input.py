@@ -204,3 +204,23 @@ def test_tagging_loss_is_refused_where_it_cannot_apply(tmp_path):
                                          r"brings its own loss"):
         run_lib.execute(config, registry)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("head, flag, layers", [
+    ("feature_bilstm", "feature_bilstm_layers", "concat_last_four"),
+    ("bilstm_crf", "bilstm_crf_layers", "sum_last_four"),
+])
+def test_layer_choice_deeper_than_the_encoder_is_one_line_naming_its_flag(tmp_path, head, flag,
+                                                                         layers):
+    """The last four layers of a 2-layer encoder: refused as the head is built, in one line
+    naming the head's own flag (raised inside the head's call, Keras wrapped it in a
+    multi-line report of its own), and no run folder made."""
+    out = tmp_path / "run"
+    config = RunConfig(task="conll2003", head=head, init_checkpoint="random",
+                       model_size="2/32/2", max_seq_length=32, max_train_examples=8,
+                       head_options={flag: layers}, output_dir=str(out))
+    with pytest.raises(InputError) as info:
+        run_lib.execute(config)
+    assert str(info.value) == (f"--{flag}={layers} needs an encoder with at least 4 "
+                               "transformer layers; this one has 2")
+    assert not out.exists()

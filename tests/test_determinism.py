@@ -81,3 +81,27 @@ def test_deterministic_flag_runs_repeat_exactly_and_differ_only_by_rounding(tmp_
     # move by float32 rounding (measured: at most 7.5e-9), the 6-digit history not at all.
     run_lib.execute(RunConfig(**SETTINGS, output_dir=str(tmp_path / "default")))
     _assert_same_run(first, tmp_path / "default", atol=1e-6)
+
+
+@pytest.mark.large
+def test_feature_based_runs_repeat_exactly_with_the_feature_cache_built_anew(tmp_path):
+    # Each run in a fresh process with its own, empty --feature_cache_dir: the frozen
+    # encoder's float16 features are computed again and the BiLSTM trains on them; the
+    # numbers match bit for bit (so a difference between two sessions' tables is the
+    # machine's, not the cache's).
+    ner = {"task": "conll2003", "head": "feature_bilstm", "feature_bilstm_lstm_units": 16,
+           "model_size": "4/32/2", "max_train_examples": 64, "max_eval_examples": 64}
+
+    def run(name):
+        out = tmp_path / name
+        flags = [f"--{k}={v}" for k, v in {**SETTINGS, **ner}.items()]
+        result = subprocess.run(
+            [sys.executable, "-m", "kerasbert.main", *flags,
+             f"--feature_cache_dir={tmp_path / ('cache-' + name)}", f"--output_dir={out}"],
+            check=False, capture_output=True, text=True, timeout=600,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert os.listdir(tmp_path / ("cache-" + name))  # built here, not reused
+        return out
+
+    _assert_same_run(run("first"), run("second"))

@@ -27,6 +27,8 @@ DEFAULT_LSTM_LAYERS = 1
 class BiLSTMCRF(CRFTagging, FeatureBiLSTM):
     """Chosen encoder layers → BiLSTM(s) → Dense(K) per token → CRF."""
 
+    layers_flag = "bilstm_crf_layers"
+
     def __init__(self, num_outputs, frozen=False, **kwargs):
         super().__init__(num_outputs, **kwargs)
         self.frozen = frozen
@@ -42,7 +44,7 @@ def build_bilstm_crf(context):
     """HeadSpec factory "bilstm_crf" (kind tagging)."""
     options = context.options
     dropout = options.get("bilstm_crf_dropout")
-    return BiLSTMCRF(
+    head = BiLSTMCRF(
         context.num_outputs, labels=context.labels,
         constraints=options.get("bilstm_crf_constraints") or "iob2",
         frozen=bool(options.get("bilstm_crf_frozen", False)),
@@ -51,6 +53,8 @@ def build_bilstm_crf(context):
         lstm_layers=int(options.get("bilstm_crf_lstm_layers") or DEFAULT_LSTM_LAYERS),
         dropout=context.dropout if dropout is None else float(dropout),
         seed=context.seed, name="bilstm_crf")
+    head.check_depth(context.num_layers)
+    return head
 
 
 def define_flags(flag_values):

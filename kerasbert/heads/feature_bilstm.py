@@ -48,14 +48,14 @@ DEFAULT_LAYERS = "concat_last_four"
 DEFAULT_LSTM_UNITS = 768
 
 
-def layer_indices(layers: str, num_layers: int) -> tuple[int, ...]:
-    """Indices into [embeddings, layer_1, ..., layer_L] that a layer choice reads."""
+def layer_indices(layers: str, num_layers: int, flag="feature_bilstm_layers") -> tuple[int, ...]:
+    """Indices into [embeddings, layer_1, ..., layer_L] that a layer choice reads; an
+    InputError naming `flag` for an unknown choice or an encoder too shallow for it."""
     if layers not in LAYER_CHOICES:
-        raise InputError(f"--feature_bilstm_layers={layers}: expected one of "
-                         f"{', '.join(LAYER_CHOICES)}")
+        raise InputError(f"--{flag}={layers}: expected one of {', '.join(LAYER_CHOICES)}")
     needed = {"second_to_last": 2, "sum_last_four": 4, "concat_last_four": 4}.get(layers, 1)
     if num_layers < needed:
-        raise InputError(f"--feature_bilstm_layers={layers} needs an encoder with at least "
+        raise InputError(f"--{flag}={layers} needs an encoder with at least "
                          f"{needed} transformer layers; this one has {num_layers}")
     L = num_layers
     return {
@@ -86,12 +86,13 @@ class FeatureBiLSTM(keras.layers.Layer):
 
     needs_all_layers = True  # the model builder must add features["all_layers"]
     trains_backbone = False  # the feature-based approach: the encoder stays frozen
+    layers_flag = "feature_bilstm_layers"  # the flag errors about the layer choice name
 
     def __init__(self, num_outputs, layers=DEFAULT_LAYERS, lstm_units=DEFAULT_LSTM_UNITS,
                  dropout=0.1, seed=None, lstm_layers=2, **kwargs):
         super().__init__(**kwargs)
         if layers not in LAYER_CHOICES:
-            layer_indices(layers, 0)  # raises the InputError naming the flag
+            layer_indices(layers, 0, self.layers_flag)  # raises the InputError naming it
         # === Config ===
         self.num_outputs = num_outputs
         self.layers_choice = layers
@@ -122,13 +123,19 @@ class FeatureBiLSTM(keras.layers.Layer):
         return keras.layers.Bidirectional(lstm(0, False), backward_layer=lstm(1, True),
                                           name=f"bilstm_{i}")
 
+    def check_depth(self, num_layers):
+        """Refuses, before any model is built, an encoder too shallow for the layer choice
+        (inside `call` Keras would wrap the error in its own report)."""
+        if num_layers is not None:
+            layer_indices(self.layers_choice, num_layers, self.layers_flag)
+
     def select(self, features):
         """The k chosen layers as one [batch, k, seq, H] tensor."""
         if "layer_features" in features:  # cached: exactly the chosen layers
             x = features["layer_features"]
         else:
             all_layers = features["all_layers"]
-            indices = layer_indices(self.layers_choice, len(all_layers) - 1)
+            indices = layer_indices(self.layers_choice, len(all_layers) - 1, self.layers_flag)
             x = keras.ops.stack([all_layers[i] for i in indices], axis=1)
         return keras.ops.cast(x, self.compute_dtype)
 
@@ -159,13 +166,15 @@ def build_feature_bilstm(context):
     """HeadSpec factory. Options: feature_bilstm_layers / _lstm_units / _dropout."""
     options = context.options
     dropout = options.get("feature_bilstm_dropout")
-    return FeatureBiLSTM(
+    head = FeatureBiLSTM(
         context.num_outputs,
         layers=options.get("feature_bilstm_layers") or DEFAULT_LAYERS,
         lstm_units=int(options.get("feature_bilstm_lstm_units") or DEFAULT_LSTM_UNITS),
         dropout=context.dropout if dropout is None else float(dropout),
         seed=context.seed,
         name="feature_bilstm")
+    head.check_depth(context.num_layers)
+    return head
 
 
 def define_flags(flag_values):

@@ -28,7 +28,8 @@ def head_context(task, backbone, head_options=None, seed=None):
     return HeadContext(
         kind=task.kind, num_outputs=task.num_outputs,
         hidden_dim=backbone.hidden_dim, dropout=backbone.dropout,
-        options=dict(head_options or {}), seed=seed, labels=tuple(task.label_list or ()))
+        options=dict(head_options or {}), seed=seed, labels=tuple(task.label_list or ()),
+        num_layers=len(backbone.transformer_layers))
 
 
 def dummy_inputs(kind, seq_length=8, batch_size=2, num_choices=2):
