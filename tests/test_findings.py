@@ -261,3 +261,19 @@ def test_head_rate_claims_pair_only_rows_with_the_rates_they_name(tmp_path):
     assert control["sources"] == [str(tmp_path / "plain" / "comparison.json")]
     assert control["difference"] == pytest.approx((-0.16 - 0.15 - 0.17) / 3)
     assert control["verdict"] == "contradicted"
+
+
+def test_the_papers_claims_do_not_read_rows_with_a_head_rate_of_their_own(tmp_path):
+    """Sim-Transformer vs BIMPM after fine-tuning pairs stack-and-finetune rows across
+    tables: a BIMPM stack row whose head kept 1e-3 is not the paper's row and is left out."""
+    def stsb(head, rows, rates=None):
+        write(tmp_path / f"{head}-{len(list(tmp_path.iterdir()))}", "comparison.json",
+              {"stsb": table("pearson", rows)},
+              {"task": "stsb", "head": head, **({"head_learning_rate": rates} if rates else {})})
+    stsb("sim_transformer", [("stack-and-finetune", {1: 0.72, 2: 0.74, 3: 0.73})])
+    stsb("bimpm", [("stack-and-finetune", {1: 0.77, 2: 0.75, 3: 0.79})])
+    stsb("bimpm", [("stack-and-finetune", {1: 0.60, 2: 0.61, 3: 0.62})],
+         {"stack-and-finetune": 1e-3})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (finetuned,) = measured["wang-sim-transformer-finetuned"]
+    assert finetuned["difference"] == pytest.approx((-0.05 - 0.01 - 0.06) / 3)

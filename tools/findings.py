@@ -47,10 +47,10 @@ LANDSCAPE = "landscape_findings.json"
 PAIRS, TAGGING, CLASSIFICATION = ("mrpc", "stsb"), ("conll2003",), ("sst2",)
 
 
-def _side(tool, row, task=None, head_rate=None, **where):
+def _side(tool, row, task=None, head_rate=False, **where):
     """One row of one table: the tool, the task(s) its table is for, the experiment's
     settings it must have (e.g. head="bimpm"), the row (a label, or "first"/"last") and
-    whether that row's head must (True), must not (False) or may (None) have had a
+    whether that row's head must (True) or must not (False, the papers' rows) have had a
     learning rate of its own (`--head_learning_rate`)."""
     return {"tool": tool, "task": task, "where": where, "row": row, "head_rate": head_rate}
 
@@ -86,14 +86,13 @@ CLAIMS += [
            "stack-and-finetune beats fine-tune only given the same number of training steps "
            "(its lead is not just its extra frozen steps)",
            "not in the paper (its baselines are not budget-matched)",
-           _side("compare_strategies", STACK, head_rate=False),
-           _side("compare_strategies", SAME_STEPS, head_rate=False), "+"),
+           _side("compare_strategies", STACK), _side("compare_strategies", SAME_STEPS), "+"),
     _claim("wang-stack-vs-fine-tune-head-lr", WANG,
            "stack-and-finetune beats fine-tune only with the head at the frozen phase's "
            "learning rate from the start, given the same steps (its lead is not just the "
            "head's larger rate)",
            "not in the paper (a head learning rate of its own is our control)",
-           _side("compare_strategies", STACK, head_rate=False),
+           _side("compare_strategies", STACK),
            _side("compare_strategies", HEAD_LR, head_rate=True), "+"),
     _claim("wang-stack-head-lr-vs-fine-tune-head-lr", WANG,
            "with the head at its own learning rate in both, stack-and-finetune beats fine-tune "
@@ -261,8 +260,8 @@ def candidates(side, sources):
             experiment = data.get("experiment") or {}
             if _matches(side, task, experiment):
                 row = _row(table, side["row"])
-                if row is not None and side["head_rate"] in (
-                        None, _has_head_rate(experiment, row["label"])):
+                if row is not None and side["head_rate"] == _has_head_rate(
+                        experiment, row["label"]):
                     out.append((task, row, {"file": file, "data": data, "table": table}))
     return out
 
