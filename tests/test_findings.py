@@ -277,3 +277,26 @@ def test_the_papers_claims_do_not_read_rows_with_a_head_rate_of_their_own(tmp_pa
     _, measured = findings.report(findings.find_sources([str(tmp_path)]))
     (finetuned,) = measured["wang-sim-transformer-finetuned"]
     assert finetuned["difference"] == pytest.approx((-0.05 - 0.01 - 0.06) / 3)
+
+
+def test_the_same_runs_in_two_tables_are_one_measurement(tmp_path):
+    """A BIMPM stack row rerun in a head-rate control table (same seeds, the same numbers to
+    0.01 points) is the same measurement of Sim-Transformer vs BIMPM: reported once, the
+    second table named."""
+    rows = [("stack-and-finetune", {1: 0.77, 2: 0.75, 3: 0.79})]
+    write(tmp_path / "bimpm", "comparison.json", {"stsb": table("pearson", rows)},
+          {"task": "stsb", "head": "bimpm"})
+    rerun = [("stack-and-finetune", {1: 0.770002, 2: 0.749998, 3: 0.79})]  # another CPU
+    write(tmp_path / "bimpm-head-lr", "comparison.json", {"stsb": table("pearson", rerun + [
+        ("fine-tune only, head lr", {1: 0.74, 2: 0.74, 3: 0.73})])},
+          {"task": "stsb", "head": "bimpm",
+           "head_learning_rate": {"fine-tune only, head lr": 1e-3}})
+    write(tmp_path / "sim", "comparison.json", {"stsb": table("pearson", [
+        ("stack-and-finetune", {1: 0.72, 2: 0.74, 3: 0.73})])},
+          {"task": "stsb", "head": "sim_transformer"})
+    text, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (finetuned,) = measured["wang-sim-transformer-finetuned"]
+    assert finetuned["sources"] == sorted([str(tmp_path / "bimpm" / "comparison.json"),
+                                           str(tmp_path / "sim" / "comparison.json")])
+    assert finetuned["also_in"] == [str(tmp_path / "bimpm-head-lr" / "comparison.json")]
+    assert f"the same numbers (to 0.01 points) also in `{tmp_path / 'bimpm-head-lr' / 'comparison.json'}`" in text

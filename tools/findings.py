@@ -317,9 +317,18 @@ def measure(claim, sources):
             seeds = [s for s in values_a if s in values_b]
             if not seeds:
                 continue
+            # The same seeds' numbers to 0.01 points in another table (a row reused, or
+            # rerun for a control on another machine: CPUs round differently) are one
+            # measurement, not two.
+            pairs = (task, [(round(values_a[s], 4), round(values_b[s], 4)) for s in seeds])
+            same = next((r for r in results if r["pairs"] == pairs), None)
+            if same is not None:
+                same["also_in"] = sorted(set(same.get("also_in", [])) | {
+                    a_src["file"], b_src["file"]} - set(same["sources"]))
+                continue
             d = stats.paired_difference([values_a[s] for s in seeds],
                                         [values_b[s] for s in seeds])
-            result = {"task": task, "a": _label(a, claim["a"], claim["b"], a_src),
+            result = {"pairs": pairs, "task": task, "a": _label(a, claim["a"], claim["b"], a_src),
                       "b": _label(b, claim["b"], claim["a"], b_src), "seeds": seeds, **d,
                       "metric": a_src["table"]["metric"],
                       "sources": sorted({a_src["file"], b_src["file"]}),
@@ -454,6 +463,9 @@ def report(sources, claims=CLAIMS):
             for command in r["commands"]:
                 lines.append(f"  - command: `{command}`")
             lines.append("  - from " + ", ".join(f"`{s}`" for s in r["sources"]))
+            if r.get("also_in"):
+                lines.append("  - the same numbers (to 0.01 points) also in " + ", ".join(
+                    f"`{s}`" for s in r["also_in"]))
         lines.append("")
     return "\n".join(lines) + "\n", measured
 
