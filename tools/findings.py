@@ -318,8 +318,8 @@ def measure(claim, sources):
             if not seeds:
                 continue
             # The same seeds' numbers to 0.01 points in another table (a row reused, or
-            # rerun for a control on another machine: CPUs round differently) are one
-            # measurement, not two.
+            # rerun beside a control: reruns agree to rounding, not always bit for bit)
+            # are one measurement, not two.
             pairs = (task, [(round(values_a[s], 4), round(values_b[s], 4)) for s in seeds])
             same = next((r for r in results if r["pairs"] == pairs), None)
             if same is not None:
