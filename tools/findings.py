@@ -300,7 +300,7 @@ def measure(claim, sources):
     """Every measurement of a claim: one per task where both rows were found."""
     if claim["a"]["tool"] == "landscape":
         return measure_landscape(claim, sources)
-    results = []
+    results, by_pairs = [], {}  # by_pairs: (task, per-seed values) -> its measurement
     # Sides that differ only by their row compare the rows of one table (one run's
     # controlled comparison): a row of another run (say, a longer pre-training) is not
     # paired with them. Sides with different settings (heads) pair across files.
@@ -320,15 +320,16 @@ def measure(claim, sources):
             # The same seeds' numbers to 0.01 points in another table (a row reused, or
             # rerun beside a control: reruns agree to rounding, not always bit for bit)
             # are one measurement, not two.
-            pairs = (task, [(round(values_a[s], 4), round(values_b[s], 4)) for s in seeds])
-            same = next((r for r in results if r["pairs"] == pairs), None)
+            pairs = (task, tuple((round(values_a[s], 4), round(values_b[s], 4))
+                                 for s in seeds))
+            same = by_pairs.get(pairs)
             if same is not None:
                 same["also_in"] = sorted(set(same.get("also_in", [])) | {
                     a_src["file"], b_src["file"]} - set(same["sources"]))
                 continue
             d = stats.paired_difference([values_a[s] for s in seeds],
                                         [values_b[s] for s in seeds])
-            result = {"pairs": pairs, "task": task, "a": _label(a, claim["a"], claim["b"], a_src),
+            result = {"task": task, "a": _label(a, claim["a"], claim["b"], a_src),
                       "b": _label(b, claim["b"], claim["a"], b_src), "seeds": seeds, **d,
                       "metric": a_src["table"]["metric"],
                       "sources": sorted({a_src["file"], b_src["file"]}),
@@ -340,6 +341,7 @@ def measure(claim, sources):
                 claim["direction"], d["n"], d["difference"], d["low"], d["high"], d["std"],
                 claim["margin"])
             results.append(result)
+            by_pairs[pairs] = result
     return results
 
 
