@@ -300,3 +300,35 @@ def test_the_same_runs_in_two_tables_are_one_measurement(tmp_path):
                                            str(tmp_path / "sim" / "comparison.json")])
     assert finetuned["also_in"] == [str(tmp_path / "bimpm-head-lr" / "comparison.json")]
     assert f"the same numbers (to 0.01 points) also in `{tmp_path / 'bimpm-head-lr' / 'comparison.json'}`" in text
+
+
+def test_size_claims_tell_random_rows_from_pretrained_ones(tmp_path):
+    """A grid of three random shapes and a checkpoint last: Table 6's size claim reads the
+    largest random row against the smallest (0.70, 0.72, 0.71 − 0.60, 0.64, 0.62: +0.10,
+    +0.08, +0.09), never the checkpoint; §5.2's reads the checkpoint against the largest
+    random row (0.81, 0.80, 0.83 − 0.70, 0.72, 0.71: +0.11, +0.08, +0.12)."""
+    def row(label, init, values):
+        return {"label": label, "init": init, "seeds": list(values),
+                "values": list(values.values())}
+
+    grid = {"metric": "accuracy", "rows": [
+        row("2/64/2", "random", {1: 0.60, 2: 0.64, 3: 0.62}),
+        row("4/256/4", "random", {1: 0.75, 2: 0.66, 3: 0.70}),
+        row("6/384/12", "random", {1: 0.70, 2: 0.72, 3: 0.71}),
+        row("all-MiniLM-L6-v2", "all-MiniLM-L6-v2", {1: 0.81, 2: 0.80, 3: 0.83})]}
+    write(tmp_path / "sizes", "grid.json", {"sst2": grid}, {"task": "sst2"})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (size,) = measured["bert-t6-size"]
+    assert (size["a"], size["b"]) == ("6/384/12", "2/64/2")
+    assert size["difference"] == pytest.approx(0.09)
+    (pretrained,) = measured["bert-s52-pretraining-lets-size-help"]
+    assert (pretrained["a"], pretrained["b"]) == ("all-MiniLM-L6-v2", "6/384/12")
+    assert pretrained["difference"] == pytest.approx((0.11 + 0.08 + 0.12) / 3)
+    assert pretrained["verdict"] == "supported"
+    # a grid of random shapes only answers Table 6 and not §5.2; one shape answers neither
+    for rows, answers_size in ((grid["rows"][:3], True), (grid["rows"][:1], False)):
+        write(tmp_path / "sizes", "grid.json", {"sst2": {**grid, "rows": rows}},
+              {"task": "sst2"})
+        _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+        assert len(measured["bert-t6-size"]) == answers_size
+        assert measured["bert-s52-pretraining-lets-size-help"] == []

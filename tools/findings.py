@@ -47,12 +47,14 @@ LANDSCAPE = "landscape_findings.json"
 PAIRS, TAGGING, CLASSIFICATION = ("mrpc", "stsb"), ("conll2003",), ("sst2",)
 
 
-def _side(tool, row, task=None, head_rate=False, **where):
+def _side(tool, row, task=None, head_rate=False, init=None, **where):
     """One row of one table: the tool, the task(s) its table is for, the experiment's
-    settings it must have (e.g. head="bimpm"), the row (a label, or "first"/"last") and
+    settings it must have (e.g. head="bimpm"), the row (a label, or "first"/"last"),
     whether that row's head must (True) or must not (False, the papers' rows) have had a
-    learning rate of its own (`--head_learning_rate`)."""
-    return {"tool": tool, "task": task, "where": where, "row": row, "head_rate": head_rate}
+    learning rate of its own (`--head_learning_rate`), and for the size grid's rows which
+    initialisation "first"/"last" count among ("random" or "pretrained"; None: any)."""
+    return {"tool": tool, "task": task, "where": where, "row": row, "head_rate": head_rate,
+            "init": init}
 
 
 def _claim(id, paper, statement, paper_number, a, b, direction, margin=None):
@@ -175,7 +177,14 @@ CLAIMS += [
     _claim("bert-t6-size", BERT,
            "Table 6: the largest encoder of the grid beats the smallest",
            "MRPC dev accuracy 79.8 (3/768/12) → 87.8 (24/1024/16); pre-trained models",
-           _side("model_size_grid", "last"), _side("model_size_grid", "first"), "+"),
+           _side("model_size_grid", "last", init="random"),
+           _side("model_size_grid", "first", init="random"), "+"),
+    _claim("bert-s52-pretraining-lets-size-help", BERT,
+           "§5.2: size helps a small task provided the model is pre-trained: the grid's "
+           "pre-trained encoder beats its largest random-init one",
+           "no number (Table 6's rows are all pre-trained)",
+           _side("model_size_grid", "last", init="pretrained"),
+           _side("model_size_grid", "last", init="random"), "+"),
 ]
 for id, statement in (
         ("hao-starting-point", "pre-training gives a better starting point and faster "
@@ -241,12 +250,14 @@ def _has_head_rate(experiment, label):
     return label in rates if isinstance(rates, dict) else rates is not None
 
 
-def _row(table, wanted):
+def _row(table, wanted, init=None):
     rows = table["rows"]
+    if init is not None:  # the size grid's rows: "init" is "random" or the checkpoint's name
+        rows = [r for r in rows if (r.get("init") == "random") == (init == "random")]
     if wanted == "first":
         return rows[0] if rows else None
-    if wanted == "last":
-        return rows[-1] if len(rows) > 1 else None
+    if wanted == "last":  # a one-row table's first and last are not paired (measure)
+        return rows[-1] if rows else None
     return next((r for r in rows if r["label"] == wanted), None)
 
 
@@ -259,7 +270,7 @@ def candidates(side, sources):
         for task, table in tables_of(tool, data).items():
             experiment = data.get("experiment") or {}
             if _matches(side, task, experiment):
-                row = _row(table, side["row"])
+                row = _row(table, side["row"], side["init"])
                 if row is not None and side["head_rate"] == _has_head_rate(
                         experiment, row["label"]):
                     out.append((task, row, {"file": file, "data": data, "table": table}))
@@ -481,7 +492,9 @@ def _describe_side(side):
     where = ", ".join(f"{k}={'|'.join(v) if isinstance(v, tuple) else v}"
                       for k, v in side["where"].items())
     tasks = f" on {'/'.join(side['task'])}" if side["task"] else ""
-    return f"{side['tool']} row {side['row']!r}{tasks}" + (f" with {where}" if where else "")
+    among = f" of the {side['init']} rows" if side["init"] else ""
+    return (f"{side['tool']} row {side['row']!r}{among}{tasks}"
+            + (f" with {where}" if where else ""))
 
 
 def main(argv=None):

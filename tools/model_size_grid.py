@@ -41,11 +41,16 @@ if "sizes" not in FLAGS:  # loaded twice in one process (tests): defined once
     flags.DEFINE_list("sizes", ["2/64/2", "4/128/2", "4/256/4"], "L/H/A shapes (random "
                       "initialisation), checkpoint folders, or 'paper' for the BERT paper's "
                       "Table 6 grid (" + ", ".join(PAPER_SIZES) + ").")
+    # A random initialisation and pre-trained weights rarely train well at one rate (the
+    # random-init recipe's 3e-4 is past what fine-tuning a checkpoint takes).
+    flags.DEFINE_float("checkpoint_learning_rate", None, "Learning rate for the --sizes "
+                       "entries that are checkpoint folders (default: --learning_rate).")
 
 
-def plan_grid(base, sizes):
+def plan_grid(base, sizes, checkpoint_learning_rate=None):
     """(label, run config) per entry of --sizes: a shape → random init, a folder → that
-    checkpoint; the config's output_dir is the entry's folder (seeds go below it)."""
+    checkpoint (at checkpoint_learning_rate, where given); the config's output_dir is the
+    entry's folder (seeds go below it)."""
     from kerasbert.model.backbone import parse_model_size
 
     entries = [s for item in sizes for s in (PAPER_SIZES if item == "paper" else [item])]
@@ -56,6 +61,8 @@ def plan_grid(base, sizes):
         if os.path.isdir(entry):
             label = os.path.basename(os.path.normpath(entry))
             config = dataclasses.replace(base, init_checkpoint=entry)
+            if checkpoint_learning_rate is not None:
+                config = dataclasses.replace(config, learning_rate=checkpoint_learning_rate)
         else:
             try:
                 shape = parse_model_size(entry)
@@ -97,7 +104,10 @@ def main(argv):
     head = FLAGS.head or task.default_head
     base = RunConfig.from_flags(FLAGS, kb_main.head_options(FLAGS, head))
     seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
-    rows = plan_seeds(plan_grid(base, FLAGS.sizes), task, seeds)
+    if FLAGS.checkpoint_learning_rate is not None and FLAGS.checkpoint_learning_rate <= 0:
+        raise InputError("--checkpoint_learning_rate: must be positive")
+    rows = plan_seeds(plan_grid(base, FLAGS.sizes, FLAGS.checkpoint_learning_rate), task,
+                      seeds)
     restarts.baseline_label([label for label, _ in rows], FLAGS.baseline)
     restarts.run_all([c for _, runs in rows for c in runs.values()],
                      run_lib.execute_in_own_process, tool="model_size_grid")
@@ -120,7 +130,8 @@ def describe_rows(rows, task):
                     config.output_dir)
                 info[label] = {"size": f"{layers}/{hidden}/{heads}", "parameters": parameters,
                                "init": ("random" if config.init_checkpoint == "random"
-                                        else label)}
+                                        else label),
+                               "learning_rate": config.learning_rate}
             history = run_folder.read_run_history(config.output_dir)
             lines.append({**info[label], "seed": seed, "metrics": metrics,
                           "seconds": history[-1]["seconds"] if history else "",
@@ -133,11 +144,17 @@ def describe_rows(rows, task):
 def grid_experiment(first, seeds, info):
     """The experiment findings.py shows: the first run's data and budget, and the sizes as
     rows (L/H/A and init each) in place of the first run's own --model_size and encoder."""
+    per_size_rate = len({entry["learning_rate"] for entry in info.values()}) > 1
     experiment = restarts.experiment(first, seeds, sizes=[
-        f"{entry['size']} ({entry['init']})" for entry in info.values()])
+        f"{entry['size']} ({entry['init']}" + (
+            f", lr {entry['learning_rate']:g})" if per_size_rate else ")")
+        for entry in info.values()])
     experiment.pop("model_size", None)
+    # else the first run's would read as every run's
     if len({entry["init"] for entry in info.values()}) > 1:
-        experiment["init_checkpoint"] = "per size"  # else the first run's is every run's
+        experiment["init_checkpoint"] = "per size"
+    if per_size_rate:
+        experiment["learning_rate"] = "per size"
     return experiment
 
 
@@ -154,24 +171,30 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
     keys = list(dict.fromkeys([metric] + [k for r in lines for k in r["metrics"]]))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["L/H/A", "init", "encoder_parameters", "seed", *keys, "train_seconds",
-                     "run"])
+    writer.writerow(["L/H/A", "init", "learning_rate", "encoder_parameters", "seed", *keys,
+                     "train_seconds", "run"])
     for r in lines:
-        writer.writerow([r["size"], r["init"], r["parameters"], r["seed"],
+        writer.writerow([r["size"], r["init"], r["learning_rate"], r["parameters"], r["seed"],
                          *[r["metrics"].get(k, "") for k in keys], r["seconds"], r["run"]])
     atomic_write_text(os.path.join(output_dir, "grid.csv"), buffer.getvalue())
     first = rows[0][1][seeds[0]]
+    checkpoint_rate = "".join(sorted({
+        f" (checkpoints: {entry['learning_rate']:g})" for entry in info.values()
+        if entry["init"] != "random" and entry["learning_rate"] != first.learning_rate}))
     header = (f"### {task.name}: dev {metric} by encoder size, seeds "
               f"{', '.join(map(str, seeds))}\n\n"
               f"Data {first.data_dir or 'bundled sample'} (max_train_examples "
               f"{first.max_train_examples}); {first.num_train_epochs:g} epochs, lr "
-              f"{first.learning_rate:g}, batch {first.train_batch_size}.\n\n")
+              f"{first.learning_rate:g}{checkpoint_rate}, batch {first.train_batch_size}.\n\n")
     sizes = {label: info[label]["size"] for label in info}
     params = {label: f"{info[label]['parameters'] / 1e6:.2f}M" for label in info}
     inits = {label: info[label]["init"] for label in info}
-    text = header + restarts.markdown(
-        summary, scale=1.0, digits=4, row_header="entry",
-        extra=[("L/H/A", sizes), ("init", inits), ("encoder parameters", params)])
+    rates = {label: f"{info[label]['learning_rate']:g}" for label in info}
+    extra = [("L/H/A", sizes), ("init", inits)] + (
+        [("lr", rates)] if len(set(rates.values())) > 1 else []) + [
+        ("encoder parameters", params)]
+    text = header + restarts.markdown(summary, scale=1.0, digits=4, row_header="entry",
+                                      extra=extra)
     restarts.write_outputs(output_dir, "grid", {task.name: summary}, text,
                            restarts.command_line(), grid_experiment(first, seeds, info))
     plot_size_grid([{"parameters": info[r["label"]]["parameters"], "value": r["mean"],
