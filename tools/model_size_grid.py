@@ -9,7 +9,8 @@
 Takes every `kerasbert.main` flag, and `--seeds=1,2,3` (default: --seed). Each `--sizes`
 entry is an L/H/A shape (or a `--model_size` name) trained from a random initialisation
 (intermediate size 4H, as in BERT), or a checkpoint folder (anything `--init_checkpoint`
-takes) fine-tuned from its weights. Every (entry, seed) is an ordinary run in
+takes) fine-tuned from its weights, at `--checkpoint_learning_rate` where given (a random
+initialisation's rate is often too large for pre-trained weights). Every (entry, seed) is an ordinary run in
 `<output_dir>/<L-H-A or folder name>/seed-<n>/` with the same data and recipe; a finished
 one is reused when the command is run again. Writes `grid.md` and `grid.json` (per size:
 n, mean ± sample std, min–max and a 95% interval of the dev main metric over seeds, and
