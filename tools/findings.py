@@ -180,8 +180,9 @@ CLAIMS += [
            _side("model_size_grid", "last", init="random"),
            _side("model_size_grid", "first", init="random"), "+"),
     _claim("bert-s52-pretraining-lets-size-help", BERT,
-           "§5.2: size helps a small task provided the model is pre-trained: the grid's "
-           "pre-trained encoder beats its largest random-init one",
+           "§5.2: size pays on a small task \"provided that the model has been "
+           "sufficiently pre-trained\": the grid's pre-trained encoder beats its largest "
+           "random-init one",
            "no number (Table 6's rows are all pre-trained)",
            _side("model_size_grid", "last", init="pretrained"),
            _side("model_size_grid", "last", init="random"), "+"),
