@@ -199,10 +199,11 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
     restarts.write_outputs(output_dir, "grid", {task.name: summary}, text,
                            restarts.command_line(), grid_experiment(first, seeds, info))
     plot_size_grid([{"parameters": info[r["label"]]["parameters"], "value": r["mean"],
-                     "size": info[r["label"]]["size"]} for r in summary["rows"]
-                    if r["label"] in info and r["mean"] is not None],
+                     "std": r["std"], "size": info[r["label"]]["size"],
+                     "init": info[r["label"]]["init"], "label": r["label"]}
+                    for r in summary["rows"] if r["label"] in info and r["mean"] is not None],
                    os.path.join(output_dir, "grid.png"), metric,
-                   title=f"{task.name}: mean dev {metric} by encoder size")
+                   title=f"{task.name}: mean dev {metric} (± std) by encoder size")
     sys.stdout.write(text)
 
 

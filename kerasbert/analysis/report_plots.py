@@ -115,16 +115,36 @@ def plot_sweep(runs, path, metric, title=None):
 
 
 def plot_size_grid(rows, path, metric, title=None):
-    """Dev metric against encoder parameters (log scale), each point labelled L/H/A."""
+    """Dev metric against encoder parameters (log scale), each point labelled with its
+    entry and a bar of ± one std over seeds where given. Random-init rows are one line (size
+    is their only difference); each pre-trained row ("init" other than "random") is a point
+    of its own, so the line never joins a pre-trained encoder to a random one."""
+    from matplotlib.ticker import NullFormatter
+
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
-    points = [(r["parameters"], r["value"], r["size"]) for r in rows if r["value"] is not None]
-    ax.plot([p for p, _, _ in points], [v for _, v, _ in points], "o-", color="tab:blue")
-    for params, value, size in points:
-        ax.annotate(size, (params, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    points = [r for r in rows if r["value"] is not None]
+    random_rows = sorted((r for r in points if r.get("init", "random") == "random"),
+                         key=lambda r: r["parameters"])
+    pretrained = [r for r in points if r.get("init", "random") != "random"]
+    for group, style, color, legend in ((random_rows, "o-", "tab:blue", "random init"),
+                                        (pretrained, "s", "tab:orange", "pre-trained")):
+        if not group:
+            continue
+        ax.errorbar([r["parameters"] for r in group], [r["value"] for r in group],
+                    yerr=[r.get("std") or 0.0 for r in group], fmt=style, color=color,
+                    capsize=3, label=legend)
+    for r in points:  # pre-trained labels to the left: they sit at the right edge
+        left = r.get("init", "random") != "random"
+        ax.annotate(r.get("label", r["size"]), (r["parameters"], r["value"]),
+                    textcoords="offset points", xytext=(-6 if left else 4, 4), fontsize=8,
+                    ha="right" if left else "left")
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # the 2×10⁶, 3×10⁶… labels overlap
     ax.set_xlabel("encoder parameters")
     ax.set_ylabel(f"dev {metric}")
     ax.grid(alpha=0.3, which="both")
+    if pretrained and random_rows:
+        ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title, fontsize=10)
     save_figure(fig, path, dpi=80)
