@@ -142,10 +142,16 @@ def describe_rows(rows, task):
     return info, lines
 
 
+def rates_differ(info):
+    """Whether the entries trained at more than one learning rate (--checkpoint_learning_rate):
+    then grid.md, grid.json and the header name each entry's rate."""
+    return len({entry["learning_rate"] for entry in info.values()}) > 1
+
+
 def grid_experiment(first, seeds, info):
     """The experiment findings.py shows: the first run's data and budget, and the sizes as
     rows (L/H/A and init each) in place of the first run's own --model_size and encoder."""
-    per_size_rate = len({entry["learning_rate"] for entry in info.values()}) > 1
+    per_size_rate = rates_differ(info)
     experiment = restarts.experiment(first, seeds, sizes=[
         f"{entry['size']} ({entry['init']}" + (
             f", lr {entry['learning_rate']:g})" if per_size_rate else ")")
@@ -192,7 +198,7 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
     inits = {label: info[label]["init"] for label in info}
     rates = {label: f"{info[label]['learning_rate']:g}" for label in info}
     extra = [("L/H/A", sizes), ("init", inits)] + (
-        [("lr", rates)] if len(set(rates.values())) > 1 else []) + [
+        [("lr", rates)] if rates_differ(info) else []) + [
         ("encoder parameters", params)]
     text = header + restarts.markdown(summary, scale=1.0, digits=4, row_header="entry",
                                       extra=extra)

@@ -123,9 +123,9 @@ def plot_size_grid(rows, path, metric, title=None):
 
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     points = [r for r in rows if r["value"] is not None]
-    random_rows = sorted((r for r in points if r.get("init", "random") == "random"),
-                         key=lambda r: r["parameters"])
     pretrained = [r for r in points if r.get("init", "random") != "random"]
+    random_rows = sorted((r for r in points if r not in pretrained),
+                         key=lambda r: r["parameters"])
     for group, style, color, legend in ((random_rows, "o-", "tab:blue", "random init"),
                                         (pretrained, "s", "tab:orange", "pre-trained")):
         if not group:
@@ -134,7 +134,7 @@ def plot_size_grid(rows, path, metric, title=None):
                     yerr=[r.get("std") or 0.0 for r in group], fmt=style, color=color,
                     capsize=3, label=legend)
     for r in points:  # pre-trained labels to the left: they sit at the right edge
-        left = r.get("init", "random") != "random"
+        left = r in pretrained
         ax.annotate(r.get("label", r["size"]), (r["parameters"], r["value"]),
                     textcoords="offset points", xytext=(-6 if left else 4, 4), fontsize=8,
                     ha="right" if left else "left")
