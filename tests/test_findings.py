@@ -126,11 +126,16 @@ def test_sweep_ablation_and_landscape_inputs(tmp_path):
         json.dump({"command": "python -m kerasbert.landscape --mode=hessian",
                    "experiment": {"task": "sst2"}, "claims": {"hao-flatter-optima": {
                        "n": 3, "effect": 0.4, "low": 0.1, "high": 0.7, "std": 0.1}}}, f)
-    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    text, measured = findings.report(findings.find_sources([str(tmp_path)]))
     assert measured["bert-s4-restarts-rte"][0]["verdict"] == "not distinguishable"
     assert measured["bert-t5-pretraining-sst2"][0]["difference"] == pytest.approx(0.19333333)
     assert measured["bert-t5-pretraining-sst2"][0]["verdict"] == "supported"
     assert measured["bert-t5-pretraining-mrpc"] == []
+    # an unmeasured claim whose reason we know says it; one without a reason does not
+    mrpc = text.split("### `bert-t5-pretraining-mrpc`")[1].split("###")[0]
+    assert "**Not measured**" in mrpc and "Why: MRPC's dev accuracy sat at its majority" in mrpc
+    ltr = text.split("### `bert-t5-ltr-stsb`")[1].split("###")[0]
+    assert "**Not measured**" in ltr and "Why:" not in ltr
     (floor,) = measured["bert-t5-pretraining-stsb"]  # 0.20, 0.23, 0.24
     assert (floor["difference"], floor["verdict"]) == (pytest.approx(0.22333333), "supported")
     (nsp,) = measured["bert-t5-nsp-stsb"]  # −0.01, +0.02, −0.04
