@@ -144,7 +144,7 @@ def describe_rows(rows, task):
 
 def rates_differ(info):
     """Whether the entries trained at more than one learning rate (--checkpoint_learning_rate):
-    then grid.md, grid.json and the header name each entry's rate."""
+    then grid.md's table has an lr column and grid.json's sizes name each entry's rate."""
     return len({entry["learning_rate"] for entry in info.values()}) > 1
 
 
