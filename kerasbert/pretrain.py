@@ -48,6 +48,8 @@ flags.DEFINE_enum("distribution_strategy", _D.distribution_strategy,
                   ["one_device", "mirrored"], "The tf.distribute strategy.")
 flags.DEFINE_enum("mixed_precision", None, ["bfloat16"], "Compute in bfloat16 with float32 "
                   "weights (GPUs from Ampere on, TPUs).")
+flags.DEFINE_list("snapshot_steps", [], "Also write the encoder after these steps, e.g. "
+                  "4000,8000, to <output_dir>/step-<N>/ (each an --init_checkpoint).")
 flags.DEFINE_boolean("jit_compile", _D.jit_compile, "Compile the training step with XLA.")
 flags.DEFINE_boolean("verbose", False, "Full tracebacks for input errors.")
 
@@ -57,7 +59,13 @@ def main():
         if not FLAGS[name].value:
             raise InputError(f"--{name}: required")
     names = [f for f in PretrainConfig.__dataclass_fields__ if f in FLAGS]
-    config = PretrainConfig(**{n: FLAGS[n].value for n in names})
+    values = {n: FLAGS[n].value for n in names}
+    try:
+        values["snapshot_steps"] = tuple(int(s) for s in FLAGS.snapshot_steps)
+    except ValueError:
+        raise InputError(f"--snapshot_steps={','.join(FLAGS.snapshot_steps)}: expected "
+                         "whole numbers, e.g. 4000,8000") from None
+    config = PretrainConfig(**values)
     metrics = run_pretraining(config)
     print("pretrain: " + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                                    for k, v in sorted(metrics.items())))

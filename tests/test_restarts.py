@@ -514,6 +514,21 @@ def _ablation_args(tool, work, *flags):
         return tool.parse_args()
 
 
+def test_pretraining_ablation_snapshot_steps_are_whole_steps_before_the_last(tmp_path):
+    tool = _tool("pretraining_ablation")
+    args = _ablation_args(tool, tmp_path, "--num_train_steps=100", "--snapshot_steps=50,20")
+    assert tool.snapshot_steps(args) == (50, 20)
+    assert tool.snapshot_steps(_ablation_args(tool, tmp_path, "--num_train_steps=100")) == ()
+    for spec, message in (("100", r"--snapshot_steps: 100 is not a step before the last "
+                                  r"\(1 to 99\)"),
+                          ("0", "--snapshot_steps: 0 is not"),
+                          ("2.5", "--snapshot_steps: '2.5' is not an integer"),
+                          ("5,5", "--snapshot_steps")):
+        args = _ablation_args(tool, tmp_path, "--num_train_steps=100", f"--snapshot_steps={spec}")
+        with pytest.raises(InputError, match=message):
+            tool.snapshot_steps(args)
+
+
 def test_pretraining_ablation_picks_each_rows_best_learning_rate(tmp_path):
     tool = _tool("pretraining_ablation")
     args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,3e-4",

@@ -31,6 +31,10 @@
    kerasbert/restarts.py) and results.json (with "tables": one restarts table per task)
    into --work_dir.
 
+--snapshot_steps=8000,16000 also keeps each encoder as it was after those steps
+(pretrained_<objective>/step-<N>/, with its own held-out metrics): to fine-tune one, link it
+as pretrained_<objective> in a new --work_dir beside a copy of vocab.txt.
+
 Every model size, step count and data size is a flag, so the same command runs a
 real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
 """
@@ -71,6 +75,8 @@ def parse_args():
     p.add_argument("--train_batch_size", type=int, default=32)
     p.add_argument("--learning_rate", type=float, default=1e-3)
     p.add_argument("--mixed_precision", default=None)
+    p.add_argument("--snapshot_steps", default="", help="e.g. 8000,16000: also keep the "
+                   "encoders after these steps (pretrained_<objective>/step-<N>/)")
     p.add_argument("--distribution_strategy", default="one_device")
     p.add_argument("--tasks", default="sst2,mrpc")
     p.add_argument("--glue_dir", default=None, help="Folder with SST-2/, MRPC/, ...; "
@@ -139,8 +145,22 @@ def pretrain(args, files, objective):
         num_train_steps=args.num_train_steps, num_warmup_steps=args.num_warmup_steps,
         learning_rate=args.learning_rate, seed=args.seed, max_eval_steps=50,
         max_position=max(args.max_seq_length, args.finetune_max_seq_length),
-        mixed_precision=args.mixed_precision, distribution_strategy=args.distribution_strategy)
+        mixed_precision=args.mixed_precision, distribution_strategy=args.distribution_strategy,
+        snapshot_steps=snapshot_steps(args))
     return run_pretraining(config, show_progress=False), out
+
+
+def snapshot_steps(args):
+    """--snapshot_steps as whole steps inside the pre-training, checked before anything runs."""
+    from kerasbert.errors import InputError
+
+    steps = tuple(restarts.parse_seeds(args.snapshot_steps, 0, flag="--snapshot_steps")
+                  ) if args.snapshot_steps else ()
+    for step in steps:
+        if not 0 < step < args.num_train_steps:
+            raise InputError(f"--snapshot_steps: {step} is not a step before the last "
+                             f"(1 to {args.num_train_steps - 1})")
+    return steps
 
 
 def finetune_config(args, task, encoder, head, out, seed, setting):
@@ -288,6 +308,7 @@ def main():
         variants = chosen_variants(args.variants)
         settings = parse_grid(args.finetune_learning_rate, args.finetune_epochs)
         restarts.baseline_label([label for label, _, _ in variants], args.baseline)
+        snapshot_steps(args)
     except InputError as e:
         print(f"pretraining_ablation: error: {e}", file=sys.stderr)
         return 2

@@ -11,6 +11,8 @@ one CPU, mirrored GPUs or in mixed precision. The output folder holds:
   metrics.json             held-out MLM accuracy/perplexity and NSP accuracy (bert), MLM
                            (no_nsp) or LM accuracy/perplexity (ltr); plus timing
   pretrain_config.json     the settings of the run
+  step-<N>/                with --snapshot_steps: the encoder, history and held-out metrics
+                           as they were after step N (each an --init_checkpoint of its own)
 """
 
 import dataclasses
@@ -60,6 +62,9 @@ class PretrainConfig:
     distribution_strategy: str = "one_device"
     mixed_precision: str | None = None  # None | "bfloat16"
     jit_compile: bool = False
+    # Steps after which the encoder is also written to step-<N>/: one run, several
+    # pre-training budgets (its learning rate not yet decayed, unlike a run of N steps).
+    snapshot_steps: tuple[int, ...] = ()
 
     def check(self):
         objectives.check_objective(self.objective)
@@ -70,6 +75,10 @@ class PretrainConfig:
             raise InputError("--num_warmup_steps and --max_eval_steps must be >= 0")
         if self.learning_rate <= 0:
             raise InputError(f"--learning_rate: must be positive, got {self.learning_rate}")
+        wrong = [s for s in self.snapshot_steps if not 0 < s < self.num_train_steps]
+        if wrong:
+            raise InputError(f"--snapshot_steps: each must be between 1 and --num_train_steps "
+                             f"- 1 ({self.num_train_steps - 1}), got {wrong[0]}")
         # float16 would need loss scaling, which the shared clip-then-apply step lacks.
         if self.mixed_precision not in (None, "bfloat16"):
             raise InputError(f"--mixed_precision={self.mixed_precision}: only bfloat16 is "
@@ -172,6 +181,10 @@ def make_trainer_class():
     return PretrainingTrainer
 
 
+def snapshot_folder(output_dir, step):
+    return os.path.join(output_dir, f"step-{step}")
+
+
 def run_pretraining(config, show_progress=None):
     """Pre-trains and writes the output folder; returns the held-out metrics (a dict)."""
     config.check()
@@ -207,31 +220,41 @@ def run_pretraining(config, show_progress=None):
         os.makedirs(config.output_dir, exist_ok=True)
         atomic_write_json(os.path.join(config.output_dir, "pretrain_config.json"),
                           dataclasses.asdict(config))
-        history = []
-
-        def on_step(step, loss):
-            if step % config.log_every == 0 or step == config.num_train_steps:
-                history.append({"step": step, "loss": loss})
-
-        timer = Timer()
-        mean_loss, _ = trainer.train_epoch(train_ds, config.num_train_steps, on_step=on_step,
-                                           show_progress=show_progress)
-        train_seconds = timer.seconds()
-        metrics = {"objective": config.objective, "train_steps": config.num_train_steps,
-                   "train_loss_mean": mean_loss,
-                   "train_loss_last": history[-1]["loss"] if history else mean_loss,
-                   "train_seconds": train_seconds}
+        history, losses = [], []
+        eval_ds = None
         if eval_files and config.max_eval_steps:
             eval_ds = data_lib.make_dataset(eval_files, seq, preds, config.eval_batch_size,
                                             False).map(_trim)
-            heldout_metrics, steps = trainer.heldout_metrics(eval_ds, config.max_eval_steps)
-            metrics.update({f"heldout_{k}": v for k, v in heldout_metrics.items()},
-                           heldout_batches=steps)
-        encoders.save_encoder(backbone, vocab_file, do_lower_case, config.output_dir)
+        timer = Timer()
 
+        def write_folder(folder, steps):
+            """encoder/, history.csv and metrics.json as they are after `steps` steps."""
+            metrics = {"objective": config.objective, "train_steps": steps,
+                       "train_loss_mean": float(np.mean(losses)) if losses else float("nan"),
+                       "train_loss_last": history[-1]["loss"] if history else float("nan"),
+                       "train_seconds": timer.seconds()}
+            if eval_ds is not None:
+                heldout_metrics, batches = trainer.heldout_metrics(eval_ds, config.max_eval_steps)
+                metrics.update({f"heldout_{k}": v for k, v in heldout_metrics.items()},
+                               heldout_batches=batches)
+            encoders.save_encoder(backbone, vocab_file, do_lower_case, folder)
+            write_history(run_folder.path(folder, run_folder.HISTORY), history)
+            atomic_write_json(run_folder.path(folder, run_folder.METRICS), metrics)
+            return metrics
+
+        snapshots = set(config.snapshot_steps)
+
+        def on_step(step, loss):
+            losses.append(loss)
+            if step % config.log_every == 0 or step == config.num_train_steps or step in snapshots:
+                history.append({"step": step, "loss": loss})
+            if step in snapshots:
+                write_folder(snapshot_folder(config.output_dir, step), step)
+
+        trainer.train_epoch(train_ds, config.num_train_steps, on_step=on_step,
+                            show_progress=show_progress)
         save_weights_atomically(model, os.path.join(config.output_dir, "pretraining.weights.h5"))
-        write_history(run_folder.path(config.output_dir, run_folder.HISTORY), history)
-        atomic_write_json(run_folder.path(config.output_dir, run_folder.METRICS), metrics)
+        metrics = write_folder(config.output_dir, config.num_train_steps)
     finally:
         if config.mixed_precision:
             keras.mixed_precision.set_global_policy("float32")

@@ -16,6 +16,7 @@ from kerasbert.config import RunConfig
 from kerasbert.data.tokenization import WordPieceTokenizer
 from kerasbert.errors import InputError
 from kerasbert.model.backbone import random_backbone
+from kerasbert.model.encoders import load_encoder
 from kerasbert.pretraining import data, objectives
 from kerasbert.pretraining.train import PretrainConfig, run_pretraining
 from kerasbert.run import execute
@@ -163,6 +164,45 @@ def test_pretrain_cli(corpus_data, tmp_path):
     bad = subprocess.run(cmd[:3] + [f"--output_dir={tmp_path / 'x'}", "--input_file=/nope*"],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "--input_file" in bad.stderr.strip().splitlines()[-1]
+    for steps, message in (("2,x", "--snapshot_steps=2,x: expected whole numbers"),
+                           ("3", "--snapshot_steps: each must be between 1 and")):
+        bad = subprocess.run(cmd + [f"--snapshot_steps={steps}"], capture_output=True,
+                             text=True, check=False)
+        assert bad.returncode == 2 and message in bad.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "cli" / "step-3").exists()
+
+
+def test_snapshots_keep_the_encoder_at_their_steps_without_changing_the_run(corpus_data,
+                                                                           tmp_path):
+    """--snapshot_steps writes step-<N>/ (encoder, history, held-out metrics) mid-run; the
+    held-out pass it makes there leaves the run's own steps (dropout on) as they were."""
+    files = corpus_data[1]
+    runs = {}
+    for snapshots in ((), (2, 4)):
+        config = PretrainConfig(
+            input_file=files["nsp"], output_dir=str(tmp_path / f"snap-{len(snapshots)}"),
+            objective="bert", model_size="2/32/2", train_batch_size=8, num_train_steps=6,
+            num_warmup_steps=1, learning_rate=5e-3, log_every=1, max_eval_steps=2, seed=3,
+            snapshot_steps=snapshots)
+        runs[snapshots] = run_pretraining(config, show_progress=False), Path(config.output_dir)
+    (plain, plain_dir), (snapped, out) = runs[()], runs[(2, 4)]
+    assert snapped == pytest.approx({**plain, "train_seconds": snapped["train_seconds"]})
+    assert (plain_dir / "history.csv").read_text() == (out / "history.csv").read_text()
+    full = (out / "history.csv").read_text().splitlines()
+    weights = []
+    for step in (2, 4):
+        snap = out / f"step-{step}"
+        metrics = json.loads((snap / "metrics.json").read_text())
+        assert metrics["train_steps"] == step and 0 <= metrics["heldout_mlm_accuracy"] <= 1
+        assert (snap / "history.csv").read_text().splitlines() == full[:step + 1]
+        weights.append(load_encoder(str(snap)).backbone.get_weights())
+    weights.append(load_encoder(str(out)).backbone.get_weights())
+    for earlier, later in zip(weights, weights[1:]):
+        assert any(not np.array_equal(a, b) for a, b in zip(earlier, later))
+    with pytest.raises(InputError, match=r"--snapshot_steps: each must be between 1 and "
+                                         r"--num_train_steps - 1 \(5\), got 6"):
+        PretrainConfig(input_file="x", output_dir="y", num_train_steps=6,
+                       snapshot_steps=(6,)).check()
 
 
 def test_xla_pretraining_takes_the_same_steps_as_the_default(corpus_data, tmp_path):
