@@ -529,6 +529,14 @@ def test_pretraining_ablation_snapshot_steps_are_whole_steps_before_the_last(tmp
             tool.snapshot_steps(args)
 
 
+def test_pretraining_ablation_reports_the_steps_its_encoders_had(tmp_path):
+    tool = _tool("pretraining_ablation")
+    args = _ablation_args(tool, tmp_path, "--num_train_steps=32000")
+    rows = [{"pretraining": {"train_steps": 8000}}, {"pretraining": None}]
+    assert tool.pretraining_steps(rows, args) == 8000  # a snapshot linked in
+    assert tool.pretraining_steps(rows[1:], args) == 32000
+
+
 def test_pretraining_ablation_picks_each_rows_best_learning_rate(tmp_path):
     tool = _tool("pretraining_ablation")
     args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,3e-4",

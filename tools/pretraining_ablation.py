@@ -364,11 +364,19 @@ def main():
         "experiment": {"tasks": tasks, "glue_dir": args.glue_dir, "seeds": seeds,
                        "corpus": args.corpus or "Python documentation (PSF licence)",
                        "model_size": args.model_size,
-                       "pretraining_steps": args.num_train_steps,
+                       "pretraining_steps": pretraining_steps(results, args),
                        "pretraining_batch_size": args.train_batch_size,
                        "max_train_examples": args.max_train_examples, **selection}})
     sys.stdout.write(markdown)
     return 0
+
+
+def pretraining_steps(results, args):
+    """The steps the rows' encoders were pre-trained for, as their own metrics say (a
+    --snapshot_steps folder linked in is fewer than --num_train_steps)."""
+    steps = {row["pretraining"]["train_steps"] for row in results
+             if (row["pretraining"] or {}).get("train_steps")}
+    return steps.pop() if len(steps) == 1 else args.num_train_steps
 
 
 def task_result(by_setting):
