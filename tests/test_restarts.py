@@ -537,6 +537,20 @@ def test_pretraining_ablation_reports_the_steps_its_encoders_had(tmp_path):
     assert tool.pretraining_steps(rows[1:], args) == 32000
 
 
+def test_pretraining_ablation_makes_data_only_for_encoders_not_yet_trained(tmp_path):
+    tool = _tool("pretraining_ablation")
+    args = _ablation_args(tool, tmp_path)
+    (tmp_path / "pretrained_bert").mkdir()
+    (tmp_path / "pretrained_bert" / "metrics.json").write_text("{}")  # a finished encoder
+    assert tool.unfinished(args, ["bert", "no_nsp"]) == ["no_nsp"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the the the\nthe the\n\nthe the the\nthe\n")
+    args.corpus = str(corpus)
+    timings = {}
+    assert tool.make_data(args, timings, tool.unfinished(args, ["bert"])) == {}
+    assert not (tmp_path / "data_nsp").exists() and "data_seconds" in timings
+
+
 def test_pretraining_ablation_picks_each_rows_best_learning_rate(tmp_path):
     tool = _tool("pretraining_ablation")
     args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,3e-4",

@@ -133,10 +133,19 @@ def make_data(args, timings, objectives):
     return files
 
 
+def pretrained_folder(args, objective):
+    return os.path.join(args.work_dir, f"pretrained_{objective}")
+
+
+def unfinished(args, objectives):
+    """The objectives still to pre-train: a finished (or linked) encoder needs no data."""
+    return [o for o in objectives if not run_folder.is_finished(pretrained_folder(args, o))]
+
+
 def pretrain(args, files, objective):
     from kerasbert.pretraining.train import PretrainConfig, run_pretraining
 
-    out = os.path.join(args.work_dir, f"pretrained_{objective}")
+    out = pretrained_folder(args, objective)
     if run_folder.is_finished(out):
         return run_folder.read_metrics(out), out
     config = PretrainConfig(
@@ -316,7 +325,9 @@ def main():
     os.makedirs(args.work_dir, exist_ok=True)
     timings = {}
     objectives = list(dict.fromkeys(o for _, o, _ in variants if o))
-    files = make_data(args, timings, objectives)  # the random row's configs need its vocab
+    # the vocabulary is always made (the random row's configs name it); data only for
+    # the objectives not yet pre-trained
+    files = make_data(args, timings, unfinished(args, objectives))
     try:
         planned = plan(args, variants, tasks, seeds, settings)
         configs = [c for by_setting in planned.values() for runs in by_setting.values()
