@@ -95,6 +95,13 @@ def test_every_verdict_from_hand_made_tables(tmp_path):
     assert "init_checkpoint random, model_size 2/64/2" in text
 
 
+def test_experiment_settings_as_printed():
+    shown = findings._settings({"tasks": ["sst2"], "max_train_examples": None, "corpus": None,
+                                "model_size": "2/128/2"})
+    assert shown == "tasks ['sst2'], max_train_examples all"  # None: the whole training set
+    assert "max_train_examples 2000" in findings._settings({"max_train_examples": 2000})
+
+
 def test_verdict_rules():
     assert findings.verdict("+", 3, 0.03, 0.01, 0.05, 0.01)[0] == "supported"
     assert findings.verdict("-", 3, 0.03, 0.01, 0.05, 0.01)[0] == "contradicted"
@@ -130,9 +137,9 @@ def test_sweep_ablation_and_landscape_inputs(tmp_path):
     assert measured["bert-s4-restarts-rte"][0]["verdict"] == "not distinguishable"
     assert measured["bert-t5-pretraining-sst2"][0]["difference"] == pytest.approx(0.19333333)
     assert measured["bert-t5-pretraining-sst2"][0]["verdict"] == "supported"
-    assert measured["bert-t5-pretraining-mrpc"] == []
+    assert measured["bert-t5-nsp-mrpc"] == []
     # an unmeasured claim whose reason we know says it; one without a reason does not
-    mrpc = text.split("### `bert-t5-pretraining-mrpc`")[1].split("###")[0]
+    mrpc = text.split("### `bert-t5-nsp-mrpc`")[1].split("###")[0]
     assert "**Not measured**" in mrpc and "Why: MRPC's dev accuracy sat at its majority" in mrpc
     ltr = text.split("### `bert-t5-ltr-stsb`")[1].split("###")[0]
     assert "**Not measured**" in ltr and "Why:" not in ltr
