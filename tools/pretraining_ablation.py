@@ -33,7 +33,8 @@
 
 --snapshot_steps=8000,16000 also keeps each encoder as it was after those steps
 (pretrained_<objective>/step-<N>/, with its own held-out metrics): to fine-tune one, link it
-as pretrained_<objective> in a new --work_dir beside a copy of vocab.txt.
+as pretrained_<objective> in a new --work_dir beside a copy of vocab.txt (no pre-training
+data is made for a finished encoder).
 
 Every model size, step count and data size is a flag, so the same command runs a
 real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
