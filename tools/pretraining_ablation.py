@@ -242,7 +242,7 @@ def plan(args, variants, tasks, seeds, settings):
     table's order; a pre-trained row's encoder is the folder pretrain() writes."""
     planned = {}
     for label, objective, head in variants:
-        encoder = os.path.join(args.work_dir, f"pretrained_{objective}") if objective else None
+        encoder = pretrained_folder(args, objective) if objective else None
         for task in tasks:
             folder = os.path.join(args.work_dir, "finetune",
                                   f"{objective or 'random'}-{head or 'default'}-{task}")
