@@ -314,6 +314,56 @@ def test_the_same_runs_in_two_tables_are_one_measurement(tmp_path):
     assert f"the same numbers (to 0.01 points) also in `{tmp_path / 'bimpm-head-lr' / 'comparison.json'}`" in text
 
 
+def test_reruns_that_round_apart_are_still_one_measurement(tmp_path):
+    """Two runs of the same seeds whose values straddle a rounding boundary (0.655849 and
+    0.655851: 0.6558 and 0.6559 to four places) are the same measurement: the match is a
+    0.01-point tolerance, not rounding. A value 0.02 points away is another measurement."""
+    def stsb(name, head, values):
+        write(tmp_path / name, "comparison.json", {"stsb": table("pearson", [
+            ("frozen only", values)])}, {"task": "stsb", "head": head})
+    stsb("bimpm", "bimpm", {1: 0.73, 2: 0.70, 3: 0.76})
+    stsb("sim", "sim_transformer", {1: 0.69, 2: 0.655849, 3: 0.70})
+    stsb("sim-rerun", "sim_transformer", {1: 0.69, 2: 0.655851, 3: 0.70})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (frozen,) = measured["wang-sim-transformer-frozen"]
+    assert frozen["also_in"] == [str(tmp_path / "sim-rerun" / "comparison.json")]
+    stsb("sim-other", "sim_transformer", {1: 0.69, 2: 0.6560, 3: 0.70})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    assert len(measured["wang-sim-transformer-frozen"]) == 2
+
+
+def test_two_heads_pair_within_one_session(tmp_path):
+    """Sim-Transformer vs BIMPM across files: each session's two tables are paired with
+    each other, not across sessions (both sides measured in one session); a table alone
+    in its session (here a sim_transformer rerun in session s3) is paired with the others,
+    and its seeds 1-2 against s2's BIMPM, the same runs as s2's own pair, are folded into
+    that pair (named in "also in"), not reported as a third measurement."""
+    def stack(session, head, values):
+        out = f"/exp/{session}/wang-{head}"
+        write(tmp_path / session / head, "comparison.json", {"stsb": table("pearson", [
+            ("stack-and-finetune", values)])}, {"task": "stsb", "head": head},
+              command=f"python tools/compare_strategies.py --output_dir={out}")
+    stack("s1", "bimpm", {1: 0.77, 2: 0.75, 3: 0.79})
+    stack("s1", "sim_transformer", {1: 0.72, 2: 0.74, 3: 0.73})
+    stack("s2", "bimpm", {1: 0.60, 2: 0.62})
+    stack("s2", "sim_transformer", {1: 0.70, 2: 0.71})
+    stack("s3", "sim_transformer", {1: 0.70, 2: 0.71, 3: 0.90})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    got = {tuple(os.path.relpath(f, tmp_path) for f in r["sources"]): (
+        r["seeds"], round(r["difference"], 4), r.get("also_in", []))
+        for r in measured["wang-sim-transformer-finetuned"]}
+    s2_pair = (f"s2{os.sep}bimpm{os.sep}comparison.json",
+               f"s2{os.sep}sim_transformer{os.sep}comparison.json")
+    s1_with_s3 = (f"s1{os.sep}bimpm{os.sep}comparison.json",
+                  f"s3{os.sep}sim_transformer{os.sep}comparison.json")
+    assert set(got) == {(f"s1{os.sep}bimpm{os.sep}comparison.json",
+                         f"s1{os.sep}sim_transformer{os.sep}comparison.json"),
+                        s2_pair, s1_with_s3}
+    assert got[s2_pair] == (["1", "2"], 0.095,
+                            [str(tmp_path / "s3" / "sim_transformer" / "comparison.json")])
+    assert got[s1_with_s3][:2] == (["1", "2", "3"], round((-0.07 - 0.04 + 0.11) / 3, 4))
+
+
 def test_size_claims_tell_random_rows_from_pretrained_ones(tmp_path):
     """A grid of three random shapes and a checkpoint last: Table 6's size claim reads the
     largest random row against the smallest (0.70, 0.72, 0.71 − 0.60, 0.64, 0.62: +0.10,

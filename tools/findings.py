@@ -27,6 +27,7 @@ TensorFlow.
 import argparse
 import json
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -318,52 +319,102 @@ def verdict(direction, n, effect, low, high, std, margin=None, unit=None):
     return "not distinguishable", need
 
 
-def measure(claim, sources):
-    """Every measurement of a claim: one per task where both rows were found."""
-    if claim["a"]["tool"] == "landscape":
-        return measure_landscape(claim, sources)
-    results, by_pairs = [], {}  # by_pairs: (task, per-seed values) -> its measurement
-    # Sides that differ only by their row compare the rows of one table (one run's
-    # controlled comparison): a row of another run (say, a longer pre-training) is not
-    # paired with them. Sides with different settings (heads) pair across files.
+SAME_RUN_TOLERANCE = 1e-4  # 0.01 points: two runs of one seed's recipe on two CPUs
+
+
+def _session(source):
+    """The folder a table's output folder sits in, from its command (/work/exp/s31 for
+    --output_dir=/work/exp/s31/wang-stsb-bimpm-pair): one work session's runs."""
+    found = re.search(r"--(?:output|work)_dir[= ](\S+)", source["data"].get("command") or "")
+    return os.path.dirname(os.path.normpath(found.group(1))) if found else None
+
+
+def _same_session(a_src, b_src):
+    return _session(a_src) is not None and _session(a_src) == _session(b_src)
+
+
+def _same_measurement(seen, task, pairs, subset=False):
+    """The measurement already made of these seeds with every value within 0.01 points of
+    these (a tolerance, not rounding: 0.655849 and 0.655851 round apart). With `subset`,
+    also one that holds these seeds among more: seeds 1-3 of another session's table
+    paired with this session's five are part of the five-seed pair of the same runs."""
+    for seen_task, seen_pairs, result in seen:
+        held = set(pairs) <= set(seen_pairs) if subset else set(pairs) == set(seen_pairs)
+        if seen_task == task and held and all(
+                abs(x - y) <= SAME_RUN_TOLERANCE + 1e-12
+                for seed, new in pairs.items() for x, y in zip(seen_pairs[seed], new)):
+            return result
+    return None
+
+
+def _pairings(claim, sources):
+    """[(task, row A, its source, row B, its source)] the claim is measured on. Sides that
+    differ only by their row compare the rows of one table (one run's controlled
+    comparison): a row of another run (say, a longer pre-training) is not paired with them.
+    Sides with different settings (heads) pair across files; a table measured in the same
+    work session as one of the other side is paired with that one (both sides measured in
+    one session), not with another session's table that also has a partner of its own;
+    same-session pairs come first (fewer seeds first), so a measurement is named by them
+    and a cross-session pair that repeats some of their runs is folded into them."""
     one_table = claim["a"]["tool"] == claim["b"]["tool"] and (
         claim["a"]["where"] == claim["b"]["where"])
+    pairings = []
     for task, a, a_src in candidates(claim["a"], sources):
         for task_b, b, b_src in candidates(claim["b"], sources):
             if task_b != task or (a_src["file"] == b_src["file"] and a is b):
                 continue
             if one_table and a_src["file"] != b_src["file"]:
                 continue
-            values_a = dict(zip(map(str, a["seeds"]), a["values"]))
-            values_b = dict(zip(map(str, b["seeds"]), b["values"]))
-            seeds = [s for s in values_a if s in values_b]
-            if not seeds:
-                continue
-            # The same seeds' numbers to 0.01 points in another table (a row reused, or
-            # rerun beside a control: reruns agree to rounding, not always bit for bit)
-            # are one measurement, not two.
-            pairs = (task, tuple((round(values_a[s], 4), round(values_b[s], 4))
-                                 for s in seeds))
-            same = by_pairs.get(pairs)
-            if same is not None:
-                same["also_in"] = sorted(set(same.get("also_in", [])) | {
-                    a_src["file"], b_src["file"]} - set(same["sources"]))
-                continue
-            d = stats.paired_difference([values_a[s] for s in seeds],
-                                        [values_b[s] for s in seeds])
-            result = {"task": task, "a": _label(a, claim["a"], claim["b"], a_src),
-                      "b": _label(b, claim["b"], claim["a"], b_src), "seeds": seeds, **d,
-                      "metric": a_src["table"]["metric"],
-                      "sources": sorted({a_src["file"], b_src["file"]}),
-                      "commands": list(dict.fromkeys(
-                          s["data"].get("command", "?") for s in (a_src, b_src))),
-                      "experiments": [s["data"].get("experiment") for s in (
-                          (a_src,) if a_src["file"] == b_src["file"] else (a_src, b_src))]}
-            result["verdict"], result["note"] = verdict(
-                claim["direction"], d["n"], d["difference"], d["low"], d["high"], d["std"],
-                claim["margin"])
-            results.append(result)
-            by_pairs[pairs] = result
+            pairings.append((task, a, a_src, b, b_src))
+    if one_table:
+        return pairings
+    partnered = {src["file"] for _, _, a_src, _, b_src in pairings
+                 if _same_session(a_src, b_src) for src in (a_src, b_src)}
+    kept = [p for p in pairings if _same_session(p[2], p[4])
+            or p[2]["file"] not in partnered or p[4]["file"] not in partnered]
+    return sorted(kept, key=lambda p: (not _same_session(p[2], p[4]),
+                                       len(set(p[1]["seeds"]) & set(p[3]["seeds"]))))
+
+
+def measure(claim, sources):
+    """Every measurement of a claim: one per task and pair of tables where both rows were
+    found, a pair that repeats another's runs reported once."""
+    if claim["a"]["tool"] == "landscape":
+        return measure_landscape(claim, sources)
+    results, seen = [], []  # seen: (task, {seed: (value A, value B)}, its measurement)
+    across_files = not (claim["a"]["tool"] == claim["b"]["tool"]
+                        and claim["a"]["where"] == claim["b"]["where"])
+    for task, a, a_src, b, b_src in _pairings(claim, sources):
+        values_a = dict(zip(map(str, a["seeds"]), a["values"]))
+        values_b = dict(zip(map(str, b["seeds"]), b["values"]))
+        seeds = [s for s in values_a if s in values_b]
+        if not seeds:
+            continue
+        # The same seeds' numbers to 0.01 points in another table (a row reused, or rerun
+        # beside a control: reruns agree to rounding, not always bit for bit) are one
+        # measurement, not two.
+        pairs = {s: (values_a[s], values_b[s]) for s in seeds}
+        same = _same_measurement(seen, task, pairs,
+                                 subset=across_files and not _same_session(a_src, b_src))
+        if same is not None:
+            same["also_in"] = sorted(set(same.get("also_in", [])) | {
+                a_src["file"], b_src["file"]} - set(same["sources"]))
+            continue
+        d = stats.paired_difference([values_a[s] for s in seeds],
+                                    [values_b[s] for s in seeds])
+        result = {"task": task, "a": _label(a, claim["a"], claim["b"], a_src),
+                  "b": _label(b, claim["b"], claim["a"], b_src), "seeds": seeds, **d,
+                  "metric": a_src["table"]["metric"],
+                  "sources": sorted({a_src["file"], b_src["file"]}),
+                  "commands": list(dict.fromkeys(
+                      s["data"].get("command", "?") for s in (a_src, b_src))),
+                  "experiments": [s["data"].get("experiment") for s in (
+                      (a_src,) if a_src["file"] == b_src["file"] else (a_src, b_src))]}
+        result["verdict"], result["note"] = verdict(
+            claim["direction"], d["n"], d["difference"], d["low"], d["high"], d["std"],
+            claim["margin"])
+        results.append(result)
+        seen.append((task, pairs, result))
     return results
 
 
@@ -443,7 +494,10 @@ def report(sources, claims=CLAIMS):
              "tools/landscape_findings.py: each measurement in its own unit (points where "
              "it is a dev metric), signed so that positive is the paper's direction.", "",
              "Column *run*: the folder of the results file(s), which tells apart two "
-             "measurements of one claim (say, two pre-training budgets).", "",
+             "measurements of one claim (say, two pre-training budgets). A claim across "
+             "two heads' tables pairs the tables of one work session (the folder their "
+             "output folders sit in) with each other, and another session's table only "
+             "where it has no partner of its own.", "",
              "| claim | paper | the paper's number | task | run | n | effect [95% interval] "
              "| verdict |", "|---|---|---|---|---|---|---|---|"]
     for c in claims:
