@@ -347,6 +347,11 @@ def _same_measurement(seen, task, pairs, subset=False):
     return None
 
 
+def _one_table(claim):
+    """Whether the claim's sides differ only by their row: rows of one table."""
+    return claim["a"]["tool"] == claim["b"]["tool"] and claim["a"]["where"] == claim["b"]["where"]
+
+
 def _pairings(claim, sources):
     """[(task, row A, its source, row B, its source)] the claim is measured on. Sides that
     differ only by their row compare the rows of one table (one run's controlled
@@ -356,8 +361,7 @@ def _pairings(claim, sources):
     one session), not with another session's table that also has a partner of its own;
     same-session pairs come first (fewer seeds first), so a measurement is named by them
     and a cross-session pair that repeats some of their runs is folded into them."""
-    one_table = claim["a"]["tool"] == claim["b"]["tool"] and (
-        claim["a"]["where"] == claim["b"]["where"])
+    one_table = _one_table(claim)
     pairings = []
     for task, a, a_src in candidates(claim["a"], sources):
         for task_b, b, b_src in candidates(claim["b"], sources):
@@ -382,8 +386,7 @@ def measure(claim, sources):
     if claim["a"]["tool"] == "landscape":
         return measure_landscape(claim, sources)
     results, seen = [], []  # seen: (task, {seed: (value A, value B)}, its measurement)
-    across_files = not (claim["a"]["tool"] == claim["b"]["tool"]
-                        and claim["a"]["where"] == claim["b"]["where"])
+    across_files = not _one_table(claim)
     for task, a, a_src, b, b_src in _pairings(claim, sources):
         values_a = dict(zip(map(str, a["seeds"]), a["values"]))
         values_b = dict(zip(map(str, b["seeds"]), b["values"]))
