@@ -353,9 +353,10 @@ def _one_table(claim):
 
 
 def _pairings(claim, sources):
-    """[(task, row A, its source, row B, its source)] the claim is measured on. Sides that
-    differ only by their row compare the rows of one table (one run's controlled
-    comparison): a row of another run (say, a longer pre-training) is not paired with them.
+    """[(task, row A, its source, row B, its source, same session?)] the claim is measured
+    on. Sides that differ only by their row compare the rows of one table (one run's
+    controlled comparison): a row of another run (say, a longer pre-training) is not paired
+    with them.
     Sides with different settings (heads) pair across files; a table measured in the same
     work session as one of the other side is paired with that one (both sides measured in
     one session), not with another session's table that also has a partner of its own;
@@ -369,15 +370,14 @@ def _pairings(claim, sources):
                 continue
             if one_table and a_src["file"] != b_src["file"]:
                 continue
-            pairings.append((task, a, a_src, b, b_src))
+            pairings.append((task, a, a_src, b, b_src, _same_session(a_src, b_src)))
     if one_table:
         return pairings
-    partnered = {src["file"] for _, _, a_src, _, b_src in pairings
-                 if _same_session(a_src, b_src) for src in (a_src, b_src)}
-    kept = [p for p in pairings if _same_session(p[2], p[4])
-            or p[2]["file"] not in partnered or p[4]["file"] not in partnered]
-    return sorted(kept, key=lambda p: (not _same_session(p[2], p[4]),
-                                       len(set(p[1]["seeds"]) & set(p[3]["seeds"]))))
+    partnered = {src["file"] for _, _, a_src, _, b_src, same in pairings if same
+                 for src in (a_src, b_src)}
+    kept = [p for p in pairings
+            if p[5] or p[2]["file"] not in partnered or p[4]["file"] not in partnered]
+    return sorted(kept, key=lambda p: (not p[5], len(set(p[1]["seeds"]) & set(p[3]["seeds"]))))
 
 
 def measure(claim, sources):
@@ -387,7 +387,7 @@ def measure(claim, sources):
         return measure_landscape(claim, sources)
     results, seen = [], []  # seen: (task, {seed: (value A, value B)}, its measurement)
     across_files = not _one_table(claim)
-    for task, a, a_src, b, b_src in _pairings(claim, sources):
+    for task, a, a_src, b, b_src, same_session in _pairings(claim, sources):
         values_a = dict(zip(map(str, a["seeds"]), a["values"]))
         values_b = dict(zip(map(str, b["seeds"]), b["values"]))
         seeds = [s for s in values_a if s in values_b]
@@ -398,7 +398,7 @@ def measure(claim, sources):
         # measurement, not two.
         pairs = {s: (values_a[s], values_b[s]) for s in seeds}
         same = _same_measurement(seen, task, pairs,
-                                 subset=across_files and not _same_session(a_src, b_src))
+                                 subset=across_files and not same_session)
         if same is not None:
             same["also_in"] = sorted(set(same.get("also_in", [])) | {
                 a_src["file"], b_src["file"]} - set(same["sources"]))
