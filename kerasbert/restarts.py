@@ -345,10 +345,27 @@ def markdown(table, scale=100.0, digits=1, row_header="row", extra=None):
 
 def write_outputs(folder, stem, tables, text, command, experiment):
     """`<stem>.md` (the text) and `<stem>.json`: {"command", "experiment", "tables":
-    {name: summarize(...)}} — what tools/findings.py reads."""
+    {name: summarize(...)}, "measured_on": measured_on()} — what tools/findings.py reads."""
     atomic_write_text(os.path.join(folder, f"{stem}.md"), text)
     atomic_write_json(os.path.join(folder, f"{stem}.json"),
-                      {"command": command, "experiment": experiment, "tables": tables})
+                      {"command": command, "experiment": experiment, "tables": tables,
+                       "measured_on": measured_on()})
+
+
+def measured_on():
+    """Where and when a table was written: the machine (host name, and the kernel's boot id:
+    another machine or a reboot is another session) and the UTC time. tools/findings.py
+    pairs two tables as measured "in one session" from this, not from folder names."""
+    import datetime
+    import socket
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot_id = f.read().strip()
+    except OSError:  # not Linux: the host name and the time still tell sessions apart
+        boot_id = None
+    return {"host": socket.gethostname(), "boot_id": boot_id,
+            "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 EXPERIMENT_SETTINGS = ("task", "head", "data_dir", "init_checkpoint", "model_size",

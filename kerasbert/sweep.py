@@ -276,7 +276,7 @@ def write_summary(base, plan, results, task, best, baseline=None):
         "restarts": table,
         "restarts_markdown": restarts.markdown(table, scale=1.0, digits=4,
                                                row_header="learning rate"),
-        "command": restarts.command_line(),
+        "command": restarts.command_line(), "measured_on": restarts.measured_on(),
     }
     experiment = restarts.experiment(base, summary["seeds"],
                                      learning_rates=summary["learning_rates"])

@@ -364,6 +364,41 @@ def test_two_heads_pair_within_one_session(tmp_path):
     assert got[s1_with_s3][:2] == (["1", "2", "3"], round((-0.07 - 0.04 + 0.11) / 3, 4))
 
 
+def test_recorded_machine_and_time_decide_one_session_over_folders(tmp_path):
+    """Tables that record where they were measured are one session when written on one host
+    and boot within 12 hours, whatever their folders: BIMPM in s1 and Sim-Transformer in s2
+    (same boot, an hour apart) are one session; a table in s1's own folder written after a
+    reboot, or one written 12.5 hours later, is another session."""
+    def stack(folder, head, values, boot, utc):
+        write(tmp_path / folder / head, "comparison.json", {"stsb": table("pearson", [
+            ("stack-and-finetune", values)])}, {"task": "stsb", "head": head},
+              command=f"python tools/compare_strategies.py --output_dir=/exp/{folder}/{head}")
+        path = tmp_path / folder / head / "comparison.json"
+        data = json.loads(path.read_text())
+        data["measured_on"] = {"host": "h", "boot_id": boot, "utc": utc}
+        path.write_text(json.dumps(data))
+        return os.path.join(folder, head, "comparison.json")
+    bimpm = stack("s1", "bimpm", {1: 0.77, 2: 0.75, 3: 0.79}, "b1", "2026-12-06T10:00:00+00:00")
+    sim = stack("s2", "sim_transformer", {1: 0.72, 2: 0.74, 3: 0.73}, "b1",
+                "2026-12-06T11:00:00+00:00")
+    def tables():  # as findings.candidates hands them to the pairing: file and data
+        return {os.path.relpath(file, tmp_path): {"file": file, "data": data}
+                for _, file, data in findings.find_sources([str(tmp_path)])}
+    by_file = tables()
+    assert findings._same_session(by_file[bimpm], by_file[sim])
+    rebooted = stack("s1", "sim_rebooted", {1: 0.61, 2: 0.62, 3: 0.63}, "b2",
+                     "2026-12-06T10:30:00+00:00")
+    later = stack("s3", "sim_later", {1: 0.51, 2: 0.52, 3: 0.53}, "b1",
+                  "2026-12-06T23:30:00+00:00")
+    by_file = tables()
+    assert not findings._same_session(by_file[bimpm], by_file[rebooted])
+    assert not findings._same_session(by_file[bimpm], by_file[later])
+    assert not findings._same_session(by_file[sim], by_file[later])  # 12.5 h apart
+    # without a record on either side, the folder convention still decides (s1 == s1)
+    del by_file[rebooted]["data"]["measured_on"]
+    assert findings._same_session(by_file[bimpm], by_file[rebooted])
+
+
 def test_size_claims_tell_random_rows_from_pretrained_ones(tmp_path):
     """A grid of three random shapes and a checkpoint last: Table 6's size claim reads the
     largest random row against the smallest (0.70, 0.72, 0.71 − 0.60, 0.64, 0.62: +0.10,

@@ -65,6 +65,24 @@ def test_experiment_names_the_encoder_the_runs_loaded(monkeypatch):
 
 # --- Seeds and baselines --------------------------------------------------------------------
 
+def test_tables_record_the_machine_boot_and_time_they_were_written(tmp_path):
+    """comparison.json (and every table write_outputs writes) says where it was measured:
+    findings.py's "one session" test reads it."""
+    import datetime
+    import socket
+
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    restarts.write_outputs(str(tmp_path), "comparison", {}, "text", "cmd", {})
+    with open(tmp_path / "comparison.json") as f:
+        where = json.load(f)["measured_on"]
+    written = datetime.datetime.fromisoformat(where["utc"])
+    assert before <= written <= datetime.datetime.now(datetime.timezone.utc)
+    assert where["host"] == socket.gethostname()
+    if os.path.exists("/proc/sys/kernel/random/boot_id"):
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            assert where["boot_id"] == f.read().strip()
+
+
 def test_seeds_parse_and_bad_ones_are_refused():
     assert restarts.parse_seeds(None, 7) == [7]
     assert restarts.parse_seeds(["1", "2", " 3"], 7) == [1, 2, 3]

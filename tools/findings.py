@@ -25,6 +25,7 @@ TensorFlow.
 """
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -322,15 +323,28 @@ def verdict(direction, n, effect, low, high, std, margin=None, unit=None):
 SAME_RUN_TOLERANCE = 1e-4  # 0.01 points: two runs of one seed's recipe on two CPUs
 
 
-def _session(source):
+SESSION_HOURS = 12  # tables written on one machine, without a reboot, within half a day
+
+
+def _folder_session(source):
     """The folder a table's output folder sits in, from its command (/work/exp/s31 for
-    --output_dir=/work/exp/s31/wang-stsb-bimpm-pair): one work session's runs."""
+    --output_dir=/work/exp/s31/wang-stsb-bimpm-pair): for tables written before they
+    recorded where they were measured, one work session's runs by convention."""
     found = re.search(r"--(?:output|work)_dir[= ](\S+)", source["data"].get("command") or "")
     return os.path.dirname(os.path.normpath(found.group(1))) if found else None
 
 
 def _same_session(a_src, b_src):
-    return _session(a_src) is not None and _session(a_src) == _session(b_src)
+    """Whether two tables were measured in one session: from their "measured_on" records
+    (kerasbert.restarts.measured_on: the same host and boot, written within SESSION_HOURS
+    of each other) where both have one, else from the folder convention above."""
+    a, b = a_src["data"].get("measured_on"), b_src["data"].get("measured_on")
+    if a and b:
+        hours = abs((datetime.datetime.fromisoformat(a["utc"])
+                     - datetime.datetime.fromisoformat(b["utc"])).total_seconds()) / 3600
+        return ((a["host"], a.get("boot_id")) == (b["host"], b.get("boot_id"))
+                and hours <= SESSION_HOURS)
+    return _folder_session(a_src) is not None and _folder_session(a_src) == _folder_session(b_src)
 
 
 def _same_measurement(seen, task, pairs, subset=False):
@@ -498,9 +512,11 @@ def report(sources, claims=CLAIMS):
              "it is a dev metric), signed so that positive is the paper's direction.", "",
              "Column *run*: the folder of the results file(s), which tells apart two "
              "measurements of one claim (say, two pre-training budgets). A claim across "
-             "two heads' tables pairs the tables of one work session (the folder their "
-             "output folders sit in) with each other, and another session's table only "
-             "where it has no partner of its own.", "",
+             "two heads' tables pairs the tables of one work session (written on one "
+             f"machine without a reboot within {SESSION_HOURS} hours, as each table records; "
+             "for tables from before that record, the folder their output folders sit in) "
+             "with each other, and another session's table only where it has no partner of "
+             "its own.", "",
              "| claim | paper | the paper's number | task | run | n | effect [95% interval] "
              "| verdict |", "|---|---|---|---|---|---|---|---|"]
     for c in claims:

@@ -372,7 +372,7 @@ def main():
         selection["finetune_setting"] = "best mean dev metric per row and task"
     atomic_write_json(os.path.join(args.work_dir, "results.json"), {
         "args": vars(args), "timings": timings, "rows": results, "tables": tables,
-        "command": restarts.command_line(),
+        "command": restarts.command_line(), "measured_on": restarts.measured_on(),
         "experiment": {"tasks": tasks, "glue_dir": args.glue_dir, "seeds": seeds,
                        "corpus": args.corpus or "Python documentation (PSF licence)",
                        "model_size": args.model_size,
