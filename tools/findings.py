@@ -162,7 +162,8 @@ def _table5_number(a, b):
 MRPC_AT_MAJORITY = ("MRPC's dev accuracy sat at its majority class (68.4) for every row of the "
                     "first CPU-sized ablation, no pre-training included, so the ablations "
                     "with all four objectives measure STS-B as the pair task; MRPC has all "
-                    "four only at 5,000 pre-training steps (README, \"Pre-training ablation\")")
+                    "four only at 5,000 pre-training steps "
+                    "(docs/experiments/pretraining-ablation.md)")
 for task, bert, ltr, no_nsp in (("sst2", 92.7, 92.1, 92.6), ("mrpc", 86.7, 77.5, 86.5),
                                 ("stsb", None, None, None)):
     why = MRPC_AT_MAJORITY if task == "mrpc" else None

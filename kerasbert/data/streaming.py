@@ -1,7 +1,8 @@
 """Training from a file too large to hold in memory (--stream_train_data).
 
 In memory, a training split is a list of Examples and then padded feature arrays:
-~4 + ~20 times the size of a GLUE TSV (README, Reader memory). Streamed, it is:
+~4 + ~20 times the size of a GLUE TSV (docs/experiments/speed-and-memory.md, Reader
+memory). Streamed, it is:
 
   1. a counting pass before anything is written: the task's streaming reader
      (`task.iter_file`) reads and validates every line, so bad input is still one

@@ -4,7 +4,7 @@ Keras' TensorFlow backend draws dropout masks with `tf.nn.experimental.stateless
 and TF's default algorithm ("auto_select"). Inside an XLA cluster on the CPU that lowers to
 a slow generic path: one [32, 12, 128, 128] attention-dropout mask took 3.2 s there, 94 ms
 with Philox and 11 ms with ThreeFry (2 cores, 2026-11-30, /tmp micro-benchmark noted in
-the README's "Scale and speed"). In a MiniLM-L6 step (batch 32 × 128) ThreeFry cut the
+docs/experiments/speed-and-memory.md). In a MiniLM-L6 step (batch 32 × 128) ThreeFry cut the
 step's CPU time by ~18%.
 
 `threefry_dropout()` is a context under which Keras' dropout passes rng_alg="threefry";
