@@ -166,6 +166,30 @@ def test_rows_of_one_table_are_not_paired_with_another_runs_rows(tmp_path):
     assert all(len(r["sources"]) == 1 for r in measured["bert-t5-pretraining-sst2"])
 
 
+def test_frozen_encoder_ablations_are_not_table_5s_fine_tuned_claims(tmp_path):
+    """An ablation run with --protocol=feature_based answers its own claim, never Table 5's
+    (which fine-tunes); tables from before --protocol existed count as fine-tuned."""
+    rows = [("BERT (MLM + NSP)", {1: 0.66, 2: 0.67, 3: 0.65}),
+            ("No pre-training (random init)", {1: 0.60, 2: 0.62, 3: 0.61})]
+    write(tmp_path / "frozen", "results.json", {"sst2": table("accuracy", rows)},
+          {"tasks": ["sst2"], "protocol": "feature_based", "head": "mean_pool"})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    assert measured["bert-t5-pretraining-sst2"] == []
+    (features,) = measured["bert-t5-pretraining-features"]
+    assert (features["task"], features["verdict"]) == ("sst2", "supported")
+    assert features["difference"] == pytest.approx(0.05)  # (0.06 + 0.05 + 0.04) / 3
+    for name, experiment, shift in (("old", {"tasks": ["sst2"]}, 0.0),
+                                    ("tuned", {"tasks": ["sst2"], "protocol": "fine_tune"},
+                                     0.1)):  # other values: not the same runs twice
+        write(tmp_path / name, "results.json", {"sst2": table("accuracy", [
+            (label, {seed: v + shift for seed, v in values.items()}) for label, values in rows
+        ])}, experiment)
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    assert sorted(r["sources"][0].split(os.sep)[-2]
+                  for r in measured["bert-t5-pretraining-sst2"]) == ["old", "tuned"]
+    assert len(measured["bert-t5-pretraining-features"]) == 1
+
+
 def test_cli_writes_the_report_and_refuses_bad_runs(tmp_path, capsys):
     inputs(tmp_path)
     out = tmp_path / "docs" / "findings.md"

@@ -638,6 +638,50 @@ def test_pretraining_ablation_picks_the_best_epochs_and_rate_together(tmp_path):
     assert "| No pre-training (random init) | 71.5 ± 0.7 (lr 0.001, 4 epochs) |" in text
 
 
+def test_pretraining_ablation_feature_based_protocol_trains_only_the_head(tmp_path):
+    """--protocol=feature_based: each setting is the frozen phase alone (the setting's
+    epochs at its rate, no fine-tuning phase), in feature_based/ so fine-tuned runs of the
+    same work folder stay apart; --head replaces the task's own head, not LTR's."""
+    tool = _tool("pretraining_ablation")
+    args = _ablation_args(tool, tmp_path, "--protocol=feature_based", "--head=mean_pool",
+                          "--finetune_learning_rate=3e-3", "--finetune_epochs=8")
+    setting = tool.Setting(3e-3, 8.0)
+    planned = tool.plan(args, tool.chosen_variants("bert,ltr,random"), ["sst2"], [1], [setting])
+    bert = planned["BERT (MLM + NSP)", "sst2"][setting][1]
+    assert bert.output_dir == str(
+        tmp_path / "feature_based" / "bert-mean_pool-sst2" / "lr-0.003" / "seed-1")
+    assert (bert.frozen_epochs, bert.frozen_learning_rate, bert.num_train_epochs) == (
+        8.0, 3e-3, 0.0)
+    assert bert.head == "mean_pool"
+    assert planned["No pre-training (random init)", "sst2"][setting][1].head == "mean_pool"
+    assert planned["LTR & No NSP", "sst2"][setting][1].head == "last_token"
+    fine_tuned = tool.plan(_ablation_args(tool, tmp_path, "--finetune_learning_rate=3e-3",
+                                          "--finetune_epochs=8"),
+                           tool.chosen_variants("bert"), ["sst2"], [1], [setting])
+    config = fine_tuned["BERT (MLM + NSP)", "sst2"][setting][1]
+    assert (config.frozen_epochs, config.num_train_epochs) == (0.0, 8.0)
+    assert os.sep + "finetune" + os.sep in config.output_dir
+
+
+def test_pretraining_ablation_refuses_an_unknown_protocol_or_head(tmp_path, capsys, monkeypatch):
+    import sys
+
+    tool = _tool("pretraining_ablation")
+    with pytest.raises(SystemExit):
+        _ablation_args(tool, tmp_path, "--protocol=frozen")
+    assert "--protocol: invalid choice: 'frozen'" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["pretraining_ablation.py", f"--work_dir={tmp_path}",
+                                      "--tasks=sst2", "--variants=random", "--head=no_such"])
+    assert tool.main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pretraining_ablation: error: ") and "no_such" in err
+    assert not (tmp_path / "corpus.txt").exists() and not (tmp_path / "finetune").exists()
+    monkeypatch.setattr(sys, "argv", ["pretraining_ablation.py", f"--work_dir={tmp_path}",
+                                      "--tasks=sst2", "--head=span"])
+    assert tool.main() == 2
+    assert "--head=span: serves span tasks, but --task=sst2" in capsys.readouterr().err
+
+
 def test_pretraining_ablation_setting_choice_and_flags():
     tool = _tool("pretraining_ablation")
     assert tool.choose_setting({1e-4: [0.5, None], 3e-4: [0.4, 0.45]}) == 1e-4

@@ -15,7 +15,11 @@
    classifier (a causal encoder's [CLS] sees nothing else), and LTR & No NSP + BiLSTM
    with the `top_bilstm` head on the same LTR encoder; plus a row with no pre-training
    (a random encoder of the same size) as the floor. --variants picks the rows; only
-   their objectives are pre-trained, and only the data sets those need are made;
+   their objectives are pre-trained, and only the data sets those need are made.
+   --head replaces the [CLS] classifier of the MLM + NSP, No NSP and random rows (e.g.
+   mean_pool); --protocol=feature_based freezes every encoder and trains only the head
+   (BERT §5.3's feature-based approach: what the pre-training put into the features,
+   with no fine-tuning to make up for it), its runs in feature_based/ beside finetune/;
 5. repeats every fine-tuning over --seeds (default --seed; the pre-training runs once per
    objective, with --seed) and over the grid of --finetune_learning_rate and
    --finetune_epochs (one value or several each) into
@@ -60,6 +64,7 @@ VARIANTS = {"bert": ("BERT (MLM + NSP)", "bert", None),
             "ltr": ("LTR & No NSP", "ltr", "last_token"),
             "ltr_bilstm": ("+ BiLSTM", "ltr", "top_bilstm"),
             "random": ("No pre-training (random init)", None, None)}
+PROTOCOLS = ("fine_tune", "feature_based")
 
 
 def parse_args():
@@ -97,6 +102,13 @@ def parse_args():
     p.add_argument("--variants", default=",".join(VARIANTS), help="the rows, a subset of "
                    f"{','.join(VARIANTS)}: only their objectives are pre-trained (e.g. "
                    "bert,random for a long pre-training of one objective)")
+    p.add_argument("--protocol", default="fine_tune", choices=PROTOCOLS, help="fine_tune: "
+                   "train encoder and head (Table 5's protocol); feature_based: the encoder "
+                   "frozen, only the head trained, for the setting's epochs at its rate (BERT "
+                   "§5.3's feature-based approach; runs go to feature_based/, not finetune/)")
+    p.add_argument("--head", default=None, help="the head of the rows that use the task's own "
+                   "(MLM + NSP, No NSP, no pre-training), e.g. mean_pool; the LTR rows keep "
+                   "theirs (a causal encoder's [CLS] sees nothing else)")
     p.add_argument("--baseline", default=None, help="the variant the others are compared "
                    "with, paired over seeds (default: the first, BERT (MLM + NSP))")
     return p.parse_args()
@@ -189,6 +201,9 @@ def finetune_config(args, task, encoder, head, out, seed, setting):
         "max_seq_length": args.finetune_max_seq_length, "train_batch_size": args.finetune_batch_size,
         "learning_rate": setting.learning_rate, "num_train_epochs": setting.epochs,
         "seed": seed, "distribution_strategy": args.distribution_strategy}
+    if args.protocol == "feature_based":  # the frozen phase alone: only the head trains
+        values.update(frozen_epochs=setting.epochs, frozen_learning_rate=setting.learning_rate,
+                      num_train_epochs=0.0)
     if head:
         values["head"] = head
     return RunConfig(**values).resolved(plugins.registry().task(task))
@@ -241,10 +256,12 @@ def plan(args, variants, tasks, seeds, settings):
     """{(row label, task): {Setting: {seed: run config}}} of every fine-tuning, in the
     table's order; a pre-trained row's encoder is the folder pretrain() writes."""
     planned = {}
+    runs_folder = "finetune" if args.protocol == "fine_tune" else "feature_based"
     for label, objective, head in variants:
         encoder = pretrained_folder(args, objective) if objective else None
+        head = head or args.head
         for task in tasks:
-            folder = os.path.join(args.work_dir, "finetune",
+            folder = os.path.join(args.work_dir, runs_folder,
                                   f"{objective or 'random'}-{head or 'default'}-{task}")
             planned[label, task] = {setting: {seed: finetune_config(
                 args, task, encoder, head, restarts.seed_folder(
@@ -319,10 +336,11 @@ def main():
         settings = parse_grid(args.finetune_learning_rate, args.finetune_epochs)
         restarts.baseline_label([label for label, _, _ in variants], args.baseline)
         snapshot_steps(args)
+        tasks = [t for t in args.tasks.split(",") if t]
+        check_head(args.head, tasks)
     except InputError as e:
         print(f"pretraining_ablation: error: {e}", file=sys.stderr)
         return 2
-    tasks = [t for t in args.tasks.split(",") if t]
     os.makedirs(args.work_dir, exist_ok=True)
     timings = {}
     objectives = list(dict.fromkeys(o for _, o, _ in variants if o))
@@ -346,7 +364,7 @@ def main():
     restarts.run_all(configs, execute, tool="ablation")
     results = []
     for label, objective, head in variants:
-        row = {"variant": label, "objective": objective, "head": head,
+        row = {"variant": label, "objective": objective, "head": head or args.head,
                "pretraining": pretrained[objective][0] if objective else None, "tasks": {}}
         for task in tasks:
             try:
@@ -378,7 +396,8 @@ def main():
                        "model_size": args.model_size,
                        "pretraining_steps": pretraining_steps(results, args),
                        "pretraining_batch_size": args.train_batch_size,
-                       "max_train_examples": args.max_train_examples, **selection}})
+                       "max_train_examples": args.max_train_examples,
+                       "protocol": args.protocol, "head": args.head, **selection}})
     sys.stdout.write(markdown)
     return 0
 
@@ -414,6 +433,19 @@ def task_result(by_setting):
             "runs": {seed: c.output_dir for seed, c in by_setting[chosen].items()},
             "by_setting": {f"lr={s.learning_rate:g} epochs={s.epochs:g}": v
                            for s, v in values.items()}}
+
+
+def check_head(head, tasks):
+    """--head names a registered head that serves every task's kind (before any corpus,
+    vocabulary or training)."""
+    if head is None:
+        return
+    from kerasbert import plugins
+    from kerasbert.model.builder import check_head_fits
+
+    registry = plugins.registry()
+    for task in tasks:
+        check_head_fits(registry.task(task, flag="--tasks"), registry.head(head))
 
 
 def chosen_variants(spec):
