@@ -661,6 +661,9 @@ def test_pretraining_ablation_feature_based_protocol_trains_only_the_head(tmp_pa
     config = fine_tuned["BERT (MLM + NSP)", "sst2"][setting][1]
     assert (config.frozen_epochs, config.num_train_epochs) == (0.0, 8.0)
     assert os.sep + "finetune" + os.sep in config.output_dir
+    assert tool.protocol_line(args) == ("Protocol: feature-based: each encoder frozen, only "
+                                        "the head trained; head mean_pool (LTR rows: theirs).\n\n")
+    assert tool.protocol_line(_ablation_args(tool, tmp_path)) == ""  # Table 5's own: no line
 
 
 def test_pretraining_ablation_refuses_an_unknown_protocol_or_head(tmp_path, capsys, monkeypatch):

@@ -377,7 +377,7 @@ def main():
                       f"{result['epochs']:g} epochs): {result['metric']}={value:.4f}", flush=True)
         results.append(row)
     tables = restarts_tables(results, tasks, args.baseline)
-    markdown = table(results, tasks) + "".join(
+    markdown = protocol_line(args) + table(results, tasks) + "".join(
         f"\n#### {task.upper()}\n\n" + restarts.markdown(tables[task], row_header="variant")
         for task in tasks)
     from kerasbert.io_utils import atomic_write_json, atomic_write_text
@@ -433,6 +433,16 @@ def task_result(by_setting):
             "runs": {seed: c.output_dir for seed, c in by_setting[chosen].items()},
             "by_setting": {f"lr={s.learning_rate:g} epochs={s.epochs:g}": v
                            for s, v in values.items()}}
+
+
+def protocol_line(args):
+    """What table.md says first when its runs are not Table 5's (fine-tuned, task's head)."""
+    if args.protocol == "fine_tune" and args.head is None:
+        return ""
+    how = ("feature-based: each encoder frozen, only the head trained"
+           if args.protocol == "feature_based" else "fine-tuned")
+    head = args.head or "the task's own"
+    return f"Protocol: {how}; head {head} (LTR rows: theirs).\n\n"
 
 
 def check_head(head, tasks):
