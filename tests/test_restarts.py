@@ -517,6 +517,11 @@ def test_pretraining_ablation_variants_pick_rows_in_table_order():
         "bert", "no_nsp", "ltr", "ltr", None]
     with pytest.raises(InputError, match=r"--variants=bert,mlm: unknown mlm \(choose from"):
         tool.chosen_variants("bert,mlm")
+    # --head replaces the task's own head (None), not the LTR rows' own
+    assert [h for _, _, h in tool.chosen_variants("bert,ltr,ltr_bilstm,random", "mean_pool")] == [
+        "mean_pool", "last_token", "top_bilstm", "mean_pool"]
+    assert [h for _, _, h in tool.chosen_variants("bert,ltr,random")] == [
+        None, "last_token", None]
 
 
 def _ablation_args(tool, work, *flags):
@@ -550,9 +555,13 @@ def test_pretraining_ablation_snapshot_steps_are_whole_steps_before_the_last(tmp
 def test_pretraining_ablation_reports_the_steps_its_encoders_had(tmp_path):
     tool = _tool("pretraining_ablation")
     args = _ablation_args(tool, tmp_path, "--num_train_steps=32000")
-    rows = [{"pretraining": {"train_steps": 8000}}, {"pretraining": None}]
-    assert tool.pretraining_steps(rows, args) == 8000  # a snapshot linked in
-    assert tool.pretraining_steps(rows[1:], args) == 32000
+    random_row = {"objective": None, "pretraining_runs": []}
+    rows = [{"objective": "bert", "pretraining_runs": [8000]}, random_row]
+    assert tool.pretraining_budget(rows, args) == {"pretraining_steps": 8000}  # a snapshot
+    assert tool.pretraining_budget([random_row], args) == {"pretraining_steps": 32000}
+    continued = [{"objective": "bert", "pretraining_runs": [10000, 20000]}, random_row]
+    assert tool.pretraining_budget(continued, args) == {"pretraining_steps": 30000,
+                                                        "pretraining_runs": [10000, 20000]}
 
 
 def test_pretraining_ablation_makes_data_only_for_encoders_not_yet_trained(tmp_path):
@@ -646,7 +655,8 @@ def test_pretraining_ablation_feature_based_protocol_trains_only_the_head(tmp_pa
     args = _ablation_args(tool, tmp_path, "--protocol=feature_based", "--head=mean_pool",
                           "--finetune_learning_rate=3e-3", "--finetune_epochs=8")
     setting = tool.Setting(3e-3, 8.0)
-    planned = tool.plan(args, tool.chosen_variants("bert,ltr,random"), ["sst2"], [1], [setting])
+    planned = tool.plan(args, tool.chosen_variants("bert,ltr,random", args.head), ["sst2"], [1],
+                        [setting])
     bert = planned["BERT (MLM + NSP)", "sst2"][setting][1]
     assert bert.output_dir == str(
         tmp_path / "feature_based" / "bert-mean_pool-sst2" / "lr-0.003" / "seed-1")
@@ -682,7 +692,7 @@ def test_pretraining_ablation_refuses_an_unknown_protocol_or_head(tmp_path, caps
     monkeypatch.setattr(sys, "argv", ["pretraining_ablation.py", f"--work_dir={tmp_path}",
                                       "--tasks=sst2", "--head=span"])
     assert tool.main() == 2
-    assert "--head=span: serves span tasks, but --task=sst2" in capsys.readouterr().err
+    assert "--head=span: serves span tasks, but --tasks=sst2" in capsys.readouterr().err
 
 
 def test_pretraining_ablation_setting_choice_and_flags():

@@ -38,7 +38,9 @@
 --snapshot_steps=8000,16000 also keeps each encoder as it was after those steps
 (pretrained_<objective>/step-<N>/, with its own held-out metrics): to fine-tune one, link it
 as pretrained_<objective> in a new --work_dir beside a copy of vocab.txt (no pre-training
-data is made for a finished encoder).
+data is made for a finished encoder). An encoder continued from another one
+(`kerasbert.pretrain --init_checkpoint=<earlier output>`) linked in the same way counts both
+runs' steps (results.json: pretraining_steps, and pretraining_runs, e.g. [10000, 20000]).
 
 Every model size, step count and data size is a flag, so the same command runs a
 real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
@@ -259,7 +261,6 @@ def plan(args, variants, tasks, seeds, settings):
     runs_folder = "finetune" if args.protocol == "fine_tune" else "feature_based"
     for label, objective, head in variants:
         encoder = pretrained_folder(args, objective) if objective else None
-        head = head or args.head
         for task in tasks:
             folder = os.path.join(args.work_dir, runs_folder,
                                   f"{objective or 'random'}-{head or 'default'}-{task}")
@@ -332,7 +333,7 @@ def main():
 
     try:
         seeds = restarts.parse_seeds(args.seeds, args.seed)
-        variants = chosen_variants(args.variants)
+        variants = chosen_variants(args.variants, args.head)
         settings = parse_grid(args.finetune_learning_rate, args.finetune_epochs)
         restarts.baseline_label([label for label, _, _ in variants], args.baseline)
         snapshot_steps(args)
@@ -359,13 +360,16 @@ def main():
     for objective in objectives:
         pretrained[objective] = pretrain(args, files, objective)
         print(f"ablation: pre-trained {objective}: {pretrained[objective][0]}", flush=True)
+    from kerasbert.pretraining.train import pretraining_runs
     from kerasbert.run import execute
 
     restarts.run_all(configs, execute, tool="ablation")
     results = []
     for label, objective, head in variants:
-        row = {"variant": label, "objective": objective, "head": head or args.head,
-               "pretraining": pretrained[objective][0] if objective else None, "tasks": {}}
+        row = {"variant": label, "objective": objective, "head": head,
+               "pretraining": pretrained[objective][0] if objective else None,
+               "pretraining_runs": pretraining_runs(pretrained[objective][1]) if objective
+               else [], "tasks": {}}
         for task in tasks:
             try:
                 result = row["tasks"][task] = task_result(planned[label, task])
@@ -394,7 +398,7 @@ def main():
         "experiment": {"tasks": tasks, "glue_dir": args.glue_dir, "seeds": seeds,
                        "corpus": args.corpus or "Python documentation (PSF licence)",
                        "model_size": args.model_size,
-                       "pretraining_steps": pretraining_steps(results, args),
+                       **pretraining_budget(results, args),
                        "pretraining_batch_size": args.train_batch_size,
                        "max_train_examples": args.max_train_examples,
                        "protocol": args.protocol, "head": args.head, **selection}})
@@ -402,12 +406,17 @@ def main():
     return 0
 
 
-def pretraining_steps(results, args):
-    """The steps the rows' encoders were pre-trained for, as their own metrics say (a
-    --snapshot_steps folder linked in is fewer than --num_train_steps)."""
-    steps = {row["pretraining"]["train_steps"] for row in results
-             if (row["pretraining"] or {}).get("train_steps")}
-    return steps.pop() if len(steps) == 1 else args.num_train_steps
+def pretraining_budget(results, args):
+    """The steps the rows' encoders were pre-trained for, as their own folders say (a
+    --snapshot_steps folder linked in is fewer than --num_train_steps; an encoder continued
+    from another one counts both runs: pretraining_runs, e.g. [10000, 20000])."""
+    budgets = {tuple(row.get("pretraining_runs") or ()) for row in results
+               if row.get("objective")} - {()}
+    if len(budgets) != 1:
+        return {"pretraining_steps": args.num_train_steps}
+    runs = budgets.pop()
+    return {"pretraining_steps": sum(runs), **({"pretraining_runs": list(runs)}
+                                               if len(runs) > 1 else {})}
 
 
 def task_result(by_setting):
@@ -455,11 +464,12 @@ def check_head(head, tasks):
 
     registry = plugins.registry()
     for task in tasks:
-        check_head_fits(registry.task(task, flag="--tasks"), registry.head(head))
+        check_head_fits(registry.task(task, flag="--tasks"), registry.head(head), "--tasks")
 
 
-def chosen_variants(spec):
-    """The --variants rows, in the table's order: [(label, objective, head)]."""
+def chosen_variants(spec, head=None):
+    """The --variants rows, in the table's order: [(label, objective, head)], `head`
+    (--head) in place of the task's own (None), LTR rows keeping theirs."""
     from kerasbert.errors import InputError
 
     keys = [k.strip() for k in spec.split(",") if k.strip()]
@@ -467,7 +477,8 @@ def chosen_variants(spec):
     if unknown or not keys:
         what = f"unknown {', '.join(unknown)}" if unknown else "no variant"
         raise InputError(f"--variants={spec}: {what} (choose from {','.join(VARIANTS)})")
-    return [VARIANTS[k] for k in VARIANTS if k in keys]
+    return [(label, objective, own or head)
+            for key, (label, objective, own) in VARIANTS.items() if key in keys]
 
 
 def restarts_tables(results, tasks, baseline=None):

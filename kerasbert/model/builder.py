@@ -15,11 +15,11 @@ from kerasbert.model.task_model import TaskModel
 from kerasbert.plugins import resolve_kind
 
 
-def check_head_fits(task, head_spec):
+def check_head_fits(task, head_spec, task_flag="--task"):
     if task.kind not in head_spec.kinds:
         raise InputError(
             f"--head={head_spec.name}: serves {', '.join(head_spec.kinds)} tasks, but "
-            f"--task={task.name} is a {task.kind} task")
+            f"{task_flag}={task.name} is a {task.kind} task")
 
 
 def head_context(task, backbone, head_options=None, seed=None):

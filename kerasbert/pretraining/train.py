@@ -16,6 +16,7 @@ one CPU, mirrored GPUs or in mixed precision. The output folder holds:
 """
 
 import dataclasses
+import json
 import logging
 import os
 
@@ -185,6 +186,35 @@ def snapshot_folder(output_dir, step):
     return os.path.join(output_dir, f"step-{step}")
 
 
+CONFIG_FILE = "pretrain_config.json"
+
+
+def pretraining_runs(folder):
+    """The steps of each pre-training run behind the encoder in `folder` (an output
+    folder, one of its step-<N>/ snapshots, or either's encoder/), oldest first: a run
+    continued with --init_checkpoint from another one counts that one's steps too, e.g.
+    [10000, 20000]. [] when `folder` holds no pre-training metrics (a random encoder, a
+    checkpoint from elsewhere)."""
+    runs, seen = [], set()
+    while folder and folder != "random":
+        folder = os.path.realpath(folder)
+        if os.path.basename(folder) == "encoder" and not run_folder.is_finished(folder):
+            folder = os.path.dirname(folder)
+        if folder in seen or not run_folder.is_finished(folder):
+            break
+        seen.add(folder)
+        runs.append(run_folder.read_metrics(folder).get("train_steps"))
+        config_dir = folder
+        if os.path.basename(folder).startswith("step-"):  # a snapshot: its run's config
+            config_dir = os.path.dirname(folder)
+        config_file = os.path.join(config_dir, CONFIG_FILE)
+        if not os.path.isfile(config_file):
+            break
+        with open(config_file) as f:
+            folder = json.load(f).get("init_checkpoint")
+    return [steps for steps in reversed(runs) if steps is not None]
+
+
 def run_pretraining(config, show_progress=None):
     """Pre-trains and writes the output folder; returns the held-out metrics (a dict)."""
     config.check()
@@ -218,7 +248,7 @@ def run_pretraining(config, show_progress=None):
         trainer = make_trainer_class()(model, PretrainingKind(), strategy, optimizer,
                                        jit_compile=config.jit_compile)
         os.makedirs(config.output_dir, exist_ok=True)
-        atomic_write_json(os.path.join(config.output_dir, "pretrain_config.json"),
+        atomic_write_json(os.path.join(config.output_dir, CONFIG_FILE),
                           dataclasses.asdict(config))
         history, losses = [], []
         eval_ds = None

@@ -18,7 +18,7 @@ from kerasbert.errors import InputError
 from kerasbert.model.backbone import random_backbone
 from kerasbert.model.encoders import load_encoder
 from kerasbert.pretraining import data, objectives
-from kerasbert.pretraining.train import PretrainConfig, run_pretraining
+from kerasbert.pretraining.train import PretrainConfig, pretraining_runs, run_pretraining
 from kerasbert.run import execute
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "log", "a", "red", "big", "small"]
@@ -203,6 +203,28 @@ def test_snapshots_keep_the_encoder_at_their_steps_without_changing_the_run(corp
                                          r"--num_train_steps - 1 \(5\), got 6"):
         PretrainConfig(input_file="x", output_dir="y", num_train_steps=6,
                        snapshot_steps=(6,)).check()
+
+
+def test_a_continued_pretraining_counts_the_steps_it_continued_from(corpus_data, tmp_path):
+    """--init_checkpoint=<an earlier output> continues that encoder: pretraining_runs()
+    gives each run's steps, oldest first, for the output, its snapshots and encoder/."""
+    first = Path(_pretrain(corpus_data, "bert")[1])
+    config = PretrainConfig(
+        input_file=corpus_data[1]["nsp"], output_dir=str(tmp_path / "continued"),
+        init_checkpoint=str(first / "encoder"), objective="bert", train_batch_size=8,
+        num_train_steps=4, num_warmup_steps=1, learning_rate=5e-3, max_eval_steps=1,
+        seed=4, snapshot_steps=(2,))
+    run_pretraining(config, show_progress=False)
+    out = Path(config.output_dir)
+    assert pretraining_runs(str(first)) == [STEPS]
+    assert pretraining_runs(str(out)) == [STEPS, 4]
+    assert pretraining_runs(str(out / "encoder")) == [STEPS, 4]
+    assert pretraining_runs(str(out / "step-2")) == [STEPS, 2]
+    link = tmp_path / "pretrained_bert"  # how the ablation tool links a snapshot in
+    link.symlink_to(out / "step-2")
+    assert pretraining_runs(str(link)) == [STEPS, 2]
+    assert pretraining_runs(None) == pretraining_runs("random") == []
+    assert pretraining_runs(str(tmp_path / "nowhere")) == []
 
 
 def test_xla_pretraining_takes_the_same_steps_as_the_default(corpus_data, tmp_path):
