@@ -28,7 +28,8 @@ flags.DEFINE_string("output_dir", None, "Where encoder/, metrics.json and histor
 flags.DEFINE_enum("objective", _D.objective, ["bert", "no_nsp", "ltr"], "bert: MLM + NSP; "
                   "no_nsp: MLM only; ltr: left-to-right LM (causal encoder), no NSP.")
 flags.DEFINE_string("init_checkpoint", None, "Continue from this encoder (any folder "
-                    "kerasbert.main accepts); default: random at --model_size.")
+                    "kerasbert.main accepts; a pre-training output of the same --objective "
+                    "continues its LM/NSP layers too); default: random at --model_size.")
 flags.DEFINE_string("model_size", _D.model_size, "tiny, mini, small, medium, base, large or "
                     "L/H/A.")
 flags.DEFINE_string("vocab_file", None, "Default: the vocabulary the data was made with.")

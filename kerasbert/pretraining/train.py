@@ -189,6 +189,35 @@ def snapshot_folder(output_dir, step):
 CONFIG_FILE = "pretrain_config.json"
 
 
+HEADS_FILE = "pretraining.weights.h5"
+
+
+def _pretraining_folder(path):
+    """The pre-training output folder that `path` (--init_checkpoint: an output folder, its
+    encoder/ or a step-<N>/ snapshot) names, or None for anything else."""
+    if not path or path == "random":
+        return None
+    folder = os.path.realpath(path)
+    if os.path.basename(folder) == "encoder" and not run_folder.is_finished(folder):
+        folder = os.path.dirname(folder)
+    return folder if run_folder.is_finished(folder) else None
+
+
+def continued_heads(config):
+    """The file of LM/NSP layers a continued run starts from: the --init_checkpoint run's
+    own, when it is a finished pre-training output of the same objective (google-research/
+    bert's init_checkpoint restores its cls/ heads too); None otherwise (a snapshot, another
+    objective, an encoder from elsewhere: the heads start afresh). AdamW always does."""
+    folder = _pretraining_folder(config.init_checkpoint)
+    if folder is None:
+        return None
+    heads, config_file = os.path.join(folder, HEADS_FILE), os.path.join(folder, CONFIG_FILE)
+    if not (os.path.isfile(heads) and os.path.isfile(config_file)):
+        return None
+    with open(config_file) as f:
+        return heads if json.load(f).get("objective") == config.objective else None
+
+
 def pretraining_runs(folder):
     """The steps of each pre-training run behind the encoder in `folder` (an output
     folder, one of its step-<N>/ snapshots, or either's encoder/), oldest first: a run
@@ -196,12 +225,7 @@ def pretraining_runs(folder):
     [10000, 20000]. [] when `folder` holds no pre-training metrics (a random encoder, a
     checkpoint from elsewhere)."""
     runs, seen = [], set()
-    while folder and folder != "random":
-        folder = os.path.realpath(folder)
-        if os.path.basename(folder) == "encoder" and not run_folder.is_finished(folder):
-            folder = os.path.dirname(folder)
-        if folder in seen or not run_folder.is_finished(folder):
-            break
+    while (folder := _pretraining_folder(folder)) and folder not in seen:
         seen.add(folder)
         runs.append(run_folder.read_metrics(folder).get("train_steps"))
         config_dir = folder
@@ -242,6 +266,10 @@ def run_pretraining(config, show_progress=None):
                                          config.seed).map(_trim)
         with strategy.scope():
             model(next(iter(train_ds))[0])  # creates every weight
+            heads = continued_heads(config)
+            if heads:
+                model.load_weights(heads)  # the encoder again (the same), and its heads
+                log.info("continuing %s with its LM/NSP layers", heads)
             optimizer = create_optimizer(model.trainable_variables, config.learning_rate,
                                          config.num_train_steps, config.num_warmup_steps,
                                          config.weight_decay)
@@ -283,7 +311,7 @@ def run_pretraining(config, show_progress=None):
 
         trainer.train_epoch(train_ds, config.num_train_steps, on_step=on_step,
                             show_progress=show_progress)
-        save_weights_atomically(model, os.path.join(config.output_dir, "pretraining.weights.h5"))
+        save_weights_atomically(model, os.path.join(config.output_dir, HEADS_FILE))
         metrics = write_folder(config.output_dir, config.num_train_steps)
     finally:
         if config.mixed_precision:

@@ -18,7 +18,8 @@ from kerasbert.errors import InputError
 from kerasbert.model.backbone import random_backbone
 from kerasbert.model.encoders import load_encoder
 from kerasbert.pretraining import data, objectives
-from kerasbert.pretraining.train import PretrainConfig, pretraining_runs, run_pretraining
+from kerasbert.pretraining.train import (PretrainConfig, continued_heads, pretraining_runs,
+                                         run_pretraining)
 from kerasbert.run import execute
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "log", "a", "red", "big", "small"]
@@ -225,6 +226,36 @@ def test_a_continued_pretraining_counts_the_steps_it_continued_from(corpus_data,
     assert pretraining_runs(str(link)) == [STEPS, 2]
     assert pretraining_runs(None) == pretraining_runs("random") == []
     assert pretraining_runs(str(tmp_path / "nowhere")) == []
+
+
+def test_a_continued_pretraining_starts_from_the_lm_and_nsp_layers_of_its_run(corpus_data,
+                                                                              tmp_path):
+    """From a finished output the LM/NSP layers continue too: one step at a negligible rate
+    reproduces that run's held-out losses. A snapshot keeps no such layers: from it they
+    start afresh, and the held-out losses are not the snapshot's."""
+    files = corpus_data[1]
+    first_metrics, first = _pretrain(corpus_data, "bert")
+    snapshot_run = PretrainConfig(
+        input_file=files["nsp"], output_dir=str(tmp_path / "with-snapshot"), objective="bert",
+        model_size="2/32/2", train_batch_size=8, eval_batch_size=16, num_train_steps=12,
+        num_warmup_steps=2, learning_rate=5e-3, max_eval_steps=2, seed=3, snapshot_steps=(10,))
+    run_pretraining(snapshot_run, show_progress=False)
+    snapshot = Path(snapshot_run.output_dir) / "step-10"
+
+    def one_step_from(init, name):
+        config = PretrainConfig(
+            input_file=files["nsp"], output_dir=str(tmp_path / name), init_checkpoint=init,
+            objective="bert", train_batch_size=8, eval_batch_size=16, num_train_steps=1,
+            num_warmup_steps=0, learning_rate=1e-12, max_eval_steps=2, seed=5)
+        assert (continued_heads(config) is not None) == (init == str(first))
+        return run_pretraining(config, show_progress=False)
+
+    same = one_step_from(str(first), "from-output")
+    for key in ("heldout_mlm_loss", "heldout_nsp_loss"):
+        assert same[key] == pytest.approx(first_metrics[key], rel=1e-5)
+    fresh = one_step_from(str(snapshot), "from-snapshot")
+    trained = json.loads((snapshot / "metrics.json").read_text())
+    assert abs(fresh["heldout_mlm_loss"] - trained["heldout_mlm_loss"]) > 1e-3
 
 
 def test_xla_pretraining_takes_the_same_steps_as_the_default(corpus_data, tmp_path):
