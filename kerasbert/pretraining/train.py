@@ -16,7 +16,6 @@ one CPU, mirrored GPUs or in mixed precision. The output folder holds:
 """
 
 import dataclasses
-import json
 import logging
 import os
 
@@ -27,7 +26,7 @@ import tensorflow as tf
 from kerasbert import distribute, run_folder
 from kerasbert.data.tokenization import read_vocab
 from kerasbert.errors import InputError
-from kerasbert.io_utils import atomic_write_json, write_history
+from kerasbert.io_utils import atomic_write_json, read_json_object, write_history
 from kerasbert.kinds.base import TaskKind
 from kerasbert.model import encoders
 from kerasbert.pretraining import data as data_lib
@@ -187,8 +186,6 @@ def snapshot_folder(output_dir, step):
 
 
 CONFIG_FILE = "pretrain_config.json"
-
-
 HEADS_FILE = "pretraining.weights.h5"
 
 
@@ -203,19 +200,25 @@ def _pretraining_folder(path):
     return folder if run_folder.is_finished(folder) else None
 
 
+def _run_config(folder):
+    """The pretrain_config.json of the run that wrote `folder` (a step-<N>/ snapshot's is
+    its run's), or None."""
+    if os.path.basename(folder).startswith("step-"):
+        folder = os.path.dirname(folder)
+    config_file = os.path.join(folder, CONFIG_FILE)
+    return read_json_object(config_file) if os.path.isfile(config_file) else None
+
+
 def continued_heads(config):
     """The file of LM/NSP layers a continued run starts from: the --init_checkpoint run's
     own, when it is a finished pre-training output of the same objective (google-research/
     bert's init_checkpoint restores its cls/ heads too); None otherwise (a snapshot, another
     objective, an encoder from elsewhere: the heads start afresh). AdamW always does."""
     folder = _pretraining_folder(config.init_checkpoint)
-    if folder is None:
+    if folder is None or not os.path.isfile(os.path.join(folder, HEADS_FILE)):  # a snapshot
         return None
-    heads, config_file = os.path.join(folder, HEADS_FILE), os.path.join(folder, CONFIG_FILE)
-    if not (os.path.isfile(heads) and os.path.isfile(config_file)):
-        return None
-    with open(config_file) as f:
-        return heads if json.load(f).get("objective") == config.objective else None
+    same_objective = (_run_config(folder) or {}).get("objective") == config.objective
+    return os.path.join(folder, HEADS_FILE) if same_objective else None
 
 
 def pretraining_runs(folder):
@@ -228,14 +231,7 @@ def pretraining_runs(folder):
     while (folder := _pretraining_folder(folder)) and folder not in seen:
         seen.add(folder)
         runs.append(run_folder.read_metrics(folder).get("train_steps"))
-        config_dir = folder
-        if os.path.basename(folder).startswith("step-"):  # a snapshot: its run's config
-            config_dir = os.path.dirname(folder)
-        config_file = os.path.join(config_dir, CONFIG_FILE)
-        if not os.path.isfile(config_file):
-            break
-        with open(config_file) as f:
-            folder = json.load(f).get("init_checkpoint")
+        folder = (_run_config(folder) or {}).get("init_checkpoint")
     return [steps for steps in reversed(runs) if steps is not None]
 
 
