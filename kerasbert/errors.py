@@ -17,3 +17,25 @@ def at(path, line=None):
 
 class TrainingError(Exception):
     """Training cannot go on (e.g. the loss became NaN); the last good checkpoint is kept."""
+
+
+def guarded(entry, reraise=lambda: False):
+    """`entry` as a command's body: a user's error (InputError, TrainingError) becomes one
+    line on stderr, `kerasbert: error: ...`, and the exit status 2 (bad input) or 1 (training
+    stopped); anything else is a bug and keeps its traceback. `reraise()` true (e.g.
+    --verbose) keeps the traceback of user errors too. Every kerasbert command uses this one
+    guard, so they all fail the same way."""
+    import functools
+    import sys
+
+    @functools.wraps(entry)
+    def wrapper(*args, **kwargs):
+        try:
+            return entry(*args, **kwargs)
+        except (InputError, TrainingError) as e:
+            if reraise():
+                raise
+            print(f"kerasbert: error: {e}", file=sys.stderr)
+            return 2 if isinstance(e, InputError) else 1
+
+    return wrapper

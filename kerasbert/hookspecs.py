@@ -4,6 +4,8 @@
                       landscape and serving of every task of a kind
     kerasbert_heads   HeadSpec: a named head and the kinds it serves
     kerasbert_tasks   Task objects (kerasbert/tasks/base.py): files, features, metrics
+    kerasbert_experiments   ExperimentSpec: a named experiment that
+                      `python -m kerasbert.experiments NAME` runs (kerasbert/experiments/)
     kerasbert_define_flags   a plugin's own absl flags
 
 kerasbert's own kinds, heads and tasks register through these hooks exactly like
@@ -72,6 +74,23 @@ class HeadSpec:
     description: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class ExperimentSpec:
+    """An experiment `python -m kerasbert.experiments NAME --flags` runs, under a unique name.
+
+    `module` is the dotted name of the module that runs it; it is imported only when the
+    experiment is chosen (its absl flags are defined at import) and must have
+    `run(argv)`, a command's body that parses `argv` (argv[0] is the program's name) and
+    returns the exit status. `description` is the one line `--list` prints; `reproduces`
+    names the paper's table or figure, where there is one.
+    """
+
+    name: str
+    module: str
+    description: str = ""
+    reproduces: str = ""
+
+
 @hookspec
 def kerasbert_heads() -> Sequence[HeadSpec]:
     """Return the heads this plugin provides (a list of `HeadSpec`)."""
@@ -90,6 +109,11 @@ def kerasbert_kinds() -> Sequence[Any]:
     `kerasbert.kinds.base.TaskKind`): a kind carries the loss, the label layout and what
     the landscape and the export need of every task of that kind. A task names its kind
     (`Task.kind`); a kind must be registered (by any plugin) before a task of it runs."""
+
+
+@hookspec
+def kerasbert_experiments() -> Sequence[ExperimentSpec]:
+    """Return the experiments this plugin provides (a list of `ExperimentSpec`)."""
 
 
 @hookspec

@@ -17,7 +17,7 @@ from kerasbert import config as config_lib
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
 from kerasbert import plugins, sweep
 from kerasbert import run as run_lib
-from kerasbert.errors import InputError, TrainingError
+from kerasbert.errors import InputError, guarded
 
 FLAGS = flags.FLAGS
 
@@ -87,28 +87,11 @@ def run_tool(entry):
     """An experiment tool's absl entry point (tools/compare_strategies.py, ...): the plugins'
     flags, and bad input as one line, exit 2."""
     define_plugin_flags()
-
-    def guarded(argv):
-        try:
-            return entry(argv)
-        except InputError as e:
-            print(f"kerasbert: error: {e}", file=sys.stderr)
-            return 2
-
-    app.run(guarded)
+    app.run(guarded(entry))
 
 
 def run():
     define_plugin_flags()
-
-    def guarded(argv):
-        try:
-            return main(argv)
-        except (InputError, TrainingError) as e:
-            if FLAGS.verbose:
-                raise
-            print(f"kerasbert: error: {e}", file=sys.stderr)
-            return 2 if isinstance(e, InputError) else 1
 
     def flags_parser(argv):
         try:
@@ -117,7 +100,7 @@ def run():
             print(f"kerasbert: error: {e}", file=sys.stderr)
             sys.exit(2)
 
-    app.run(guarded, flags_parser=flags_parser)
+    app.run(guarded(main, reraise=lambda: FLAGS.verbose), flags_parser=flags_parser)
 
 
 if __name__ == "__main__":

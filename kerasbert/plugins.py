@@ -19,12 +19,14 @@ from kerasbert.tasks.base import Task, unimplemented
 
 ENTRY_POINT_GROUP = "kerasbert.plugins"
 DISABLE_AUTOLOAD_ENV = "KERASBERT_DISABLE_PLUGIN_AUTOLOAD"
+# The built-in experiments' module only names them (ExperimentSpec): it imports nothing
+# of the layers above this one, which each experiment loads when it is chosen.
 BUILTIN_PLUGINS = ("kerasbert.kinds.builtin", "kerasbert.heads.builtin",
-                   "kerasbert.tasks.builtin")
+                   "kerasbert.tasks.builtin", "kerasbert.experiments.builtin")
 
 
 class Registry:
-    """Kinds, heads and tasks by name, collected from all registered plugins."""
+    """Kinds, heads, tasks and experiments by name, collected from all registered plugins."""
 
     def __init__(self, manager: pluggy.PluginManager, distributions=None):
         self.manager = manager
@@ -32,6 +34,7 @@ class Registry:
         self.kinds = {}
         self.heads = {}
         self.tasks = {}
+        self.experiments = {}
         self.problems = []  # one line per plugin that failed to load or register
         # Registration order (built-ins first), so "keeping the first" is deterministic.
         for _, plugin in manager.list_name_plugin():
@@ -39,6 +42,7 @@ class Registry:
             self._collect(plugin, origin, "kerasbert_kinds", self.kinds)
             self._collect(plugin, origin, "kerasbert_heads", self.heads)
             self._collect(plugin, origin, "kerasbert_tasks", self.tasks)
+            self._collect(plugin, origin, "kerasbert_experiments", self.experiments)
         for name, (task, origin) in list(self.tasks.items()):  # kinds of every plugin known
             why_not = _unusable(task, self.kinds)
             if why_not:
@@ -99,6 +103,15 @@ class Registry:
             raise InputError(
                 f"{flag}={name}: unknown task; available: {', '.join(sorted(self.tasks))}")
         return self.tasks[name][0]
+
+    def experiment(self, name):
+        """The registered ExperimentSpec `name`; an unknown one is an InputError listing
+        the experiments."""
+        if name not in self.experiments:
+            raise InputError(
+                f"unknown experiment {name!r}; available: {', '.join(sorted(self.experiments))}"
+                " (python -m kerasbert.experiments --list)")
+        return self.experiments[name][0]
 
 
 def _unusable(task, kinds):
