@@ -1,4 +1,4 @@
-"""One run of a task, end to end, as named stages in the order of DESIGN.md's flow:
+"""One run of a task, end to end, as named stages in the order of docs/design.md's flow:
 
     config    the task, head and kind from the registry; the task's recipe filled in
     folder    --output_dir taken for this process (run_folder.lock: a second run on it

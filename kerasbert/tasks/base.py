@@ -65,7 +65,7 @@ class Features:
     """Model inputs for a list of examples, as int32 arrays of equal first dimension.
 
     `inputs` holds token_ids, segment_ids and padding_mask ([n, seq_len], or
-    [n, choices, seq_len] for multiple choice; int32: see DESIGN.md on why never bool);
+    [n, choices, seq_len] for multiple choice; int32: see docs/design.md on why never bool);
     `labels` is None for unlabelled splits. One example may give several feature rows
     (SQuAD windows, long NER sentences): `extra` holds what post-processing needs to map
     rows back to examples (e.g. example index, token → character offsets).
