@@ -1,7 +1,6 @@
-"""tools/findings.py on hand-made tool outputs: every verdict, the paired arithmetic, the
-'not measured' claims and bad --runs."""
+"""kerasbert.experiments.findings on hand-made tool outputs: every verdict, the paired
+arithmetic, the 'not measured' claims and bad --runs."""
 
-import importlib.util
 import json
 import math
 import os
@@ -10,10 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "tools", "findings.py"))
-findings = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(findings)
+from kerasbert.experiments import findings
+
+PROG = "python -m kerasbert.experiments findings"
 
 
 def table(metric, rows):
@@ -193,20 +191,20 @@ def test_frozen_encoder_ablations_are_not_table_5s_fine_tuned_claims(tmp_path):
 def test_cli_writes_the_report_and_refuses_bad_runs(tmp_path, capsys):
     inputs(tmp_path)
     out = tmp_path / "docs" / "findings.md"
-    assert findings.main([f"--runs={tmp_path / 'cmp'},{tmp_path / 'ner'}",
-                          f"--output={out}"]) == 0
+    assert findings.run([PROG, f"--runs={tmp_path / 'cmp'},{tmp_path / 'ner'}",
+                         f"--output={out}"]) == 0
     assert out.read_text().startswith("# Findings: the papers' claims, measured")
     assert "supported" in capsys.readouterr().out
-    assert findings.main([f"--runs={tmp_path / 'nope'}", f"--output={out}"]) == 2
-    assert "findings: error: --runs=" in capsys.readouterr().err
+    assert findings.run([PROG, f"--runs={tmp_path / 'nope'}", f"--output={out}"]) == 2
+    assert capsys.readouterr().err.startswith("kerasbert: error: --runs=")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "table.json").write_text("{not json")
-    assert findings.main([f"--runs={tmp_path / 'bad'}", f"--output={out}"]) == 2
+    assert findings.run([PROG, f"--runs={tmp_path / 'bad'}", f"--output={out}"]) == 2
     assert "table.json: cannot read it as JSON" in capsys.readouterr().err
 
 
 def test_landscape_measurements_in_their_own_units(tmp_path):
-    """tools/landscape_findings.py writes a list per claim; a non-point unit is printed as
+    """The landscape findings write a list per claim; a non-point unit is printed as
     is (not × 100) and each measurement gets its own verdict."""
     with open(tmp_path / "landscape_findings.json", "w") as f:
         json.dump({"command": "python tools/landscape_findings.py", "experiment": {
