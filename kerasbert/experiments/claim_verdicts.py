@@ -16,8 +16,8 @@ test behind the report's Student-t interval): two-sided against 0 for a claim wi
 direction; for a "≈" claim the smaller of that and the equivalence test within its margin
 (two one-sided t-tests; p = twice the larger one-sided p, so that p < 0.05 exactly when
 the 95% interval lies within the margin). The claims' p-values are then adjusted together
-with Holm's step-down method (statsmodels), which holds the chance of any wrong verdict
-among them at 5%.
+with Holm's step-down method (statsmodels), which holds the chance that any of their
+separations (supported or contradicted) is false at 5%.
 """
 
 import math

@@ -634,7 +634,9 @@ def _head(rows):
         "exactly when the 95% interval lies within the margin).",
         f"- *Holm p*: the p-values of the {family} claims that have one, adjusted together "
         "by Holm's step-down method (`statsmodels.stats.multitest.multipletests`, method "
-        "`holm`), which keeps the chance of any wrong verdict among them at 5%.",
+        "`holm`), which keeps the chance that any of their separations (supported or "
+        "contradicted) is false at 5%. It corrects across claims, not across one claim's "
+        "tries: those are why a planned confirmation counts over them.",
         "- *after Holm*: the verdict where its Holm p is below 0.05, else not "
         "distinguishable: " + ", ".join(f"{n} {verdict}" for verdict, n in
                                         sorted(after.items())) + ".", "",
