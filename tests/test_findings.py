@@ -635,3 +635,13 @@ def test_every_plan_in_the_repository_names_one_measurement_of_its_claim():
         found = [r for r in measured[plan.claim]
                  if set(plan.runs) <= findings.claim_verdicts.run_folders(r)]
         assert len(found) == 1, plan
+
+
+def test_both_tools_are_registered_experiments():
+    """`python -m kerasbert.experiments findings|landscape_findings` runs these modules."""
+    from kerasbert.experiments import builtin, landscape_findings
+
+    modules = {spec.name: spec.module for spec in builtin.EXPERIMENTS}
+    assert modules["findings"] == findings.__name__
+    assert modules["landscape_findings"] == landscape_findings.__name__
+    assert callable(findings.run) and callable(landscape_findings.run)
