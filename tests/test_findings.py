@@ -1,7 +1,7 @@
-"""tools/findings.py on hand-made tool outputs: every verdict, the paired arithmetic, the
-'not measured' claims and bad --runs."""
+"""kerasbert.experiments.findings on hand-made tool outputs: every verdict, the paired
+arithmetic, the 'not measured' claims and bad --runs."""
 
-import importlib.util
+import glob
 import json
 import math
 import os
@@ -9,11 +9,13 @@ import os
 import numpy as np
 import pytest
 from scipy import stats as sp
+from statsmodels.stats.multitest import multipletests
+
+from kerasbert.experiments import findings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "tools", "findings.py"))
-findings = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(findings)
+
+PROG = "python -m kerasbert.experiments findings"
 
 
 def table(metric, rows):
@@ -193,20 +195,20 @@ def test_frozen_encoder_ablations_are_not_table_5s_fine_tuned_claims(tmp_path):
 def test_cli_writes_the_report_and_refuses_bad_runs(tmp_path, capsys):
     inputs(tmp_path)
     out = tmp_path / "docs" / "findings.md"
-    assert findings.main([f"--runs={tmp_path / 'cmp'},{tmp_path / 'ner'}",
-                          f"--output={out}"]) == 0
+    assert findings.run([PROG, f"--runs={tmp_path / 'cmp'},{tmp_path / 'ner'}",
+                         f"--output={out}"]) == 0
     assert out.read_text().startswith("# Findings: the papers' claims, measured")
     assert "supported" in capsys.readouterr().out
-    assert findings.main([f"--runs={tmp_path / 'nope'}", f"--output={out}"]) == 2
-    assert "findings: error: --runs=" in capsys.readouterr().err
+    assert findings.run([PROG, f"--runs={tmp_path / 'nope'}", f"--output={out}"]) == 2
+    assert capsys.readouterr().err.startswith("kerasbert: error: --runs=")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "table.json").write_text("{not json")
-    assert findings.main([f"--runs={tmp_path / 'bad'}", f"--output={out}"]) == 2
+    assert findings.run([PROG, f"--runs={tmp_path / 'bad'}", f"--output={out}"]) == 2
     assert "table.json: cannot read it as JSON" in capsys.readouterr().err
 
 
 def test_landscape_measurements_in_their_own_units(tmp_path):
-    """tools/landscape_findings.py writes a list per claim; a non-point unit is printed as
+    """The landscape findings write a list per claim; a non-point unit is printed as
     is (not × 100) and each measurement gets its own verdict."""
     with open(tmp_path / "landscape_findings.json", "w") as f:
         json.dump({"command": "python tools/landscape_findings.py", "experiment": {
@@ -453,3 +455,193 @@ def test_size_claims_tell_random_rows_from_pretrained_ones(tmp_path):
         _, measured = findings.report(findings.find_sources([str(tmp_path)]))
         assert len(measured["bert-t6-size"]) == answers_size
         assert measured["bert-s52-pretraining-lets-size-help"] == []
+
+
+# --- The head: one row per claim ------------------------------------------------------------
+
+SST2_PRETRAINING = "bert-t5-pretraining-sst2"
+
+
+def ablation(tmp_path, name, bert, random):
+    """An ablation's SST-2 table: MLM + NSP against no pre-training, seed by seed."""
+    write(tmp_path / name, "results.json", {"sst2": table("accuracy", [
+        ("BERT (MLM + NSP)", bert), ("No pre-training (random init)", random)])},
+        {"tasks": ["sst2"], "run": name})  # "run": each table's own settings
+
+
+def tries(tmp_path):
+    """Four measurements of one claim: a first look (3 seeds, behind), the largest run (8
+    seeds, not separated), a planned primary test (5 seeds) and its confirmation on fresh
+    seeds 6-10 (ahead in every seed), the last also written to a second folder (the same
+    runs: one measurement)."""
+    ablation(tmp_path, "abl-first", {1: 0.60, 2: 0.62, 3: 0.61}, {1: 0.65, 2: 0.66, 3: 0.64})
+    eight = range(1, 9)
+    ablation(tmp_path, "abl-8seeds", {s: 0.70 + 0.01 * (s % 3) for s in eight},
+             {s: 0.70 + 0.01 * (s % 2) for s in eight})
+    ablation(tmp_path, "abl-planned", {s: 0.72 for s in range(1, 6)},
+             {1: 0.70, 2: 0.71, 3: 0.74, 4: 0.70, 5: 0.73})
+    confirm = ({6: 0.75, 7: 0.76, 8: 0.74, 9: 0.77, 10: 0.75},
+               {6: 0.72, 7: 0.72, 8: 0.72, 9: 0.73, 10: 0.73})
+    ablation(tmp_path, "abl-confirm", *confirm)
+    ablation(tmp_path, "abl-confirm-copy", *confirm)
+    return findings.find_sources([str(tmp_path)])
+
+
+def _folder(result):
+    return os.path.basename(os.path.dirname(result["sources"][0]))
+
+
+def _row(rows, claim_id):
+    return next(row for row in rows if row["claim"]["id"] == claim_id)
+
+
+def test_the_head_counts_a_planned_confirmation_over_earlier_tries(tmp_path):
+    Plan = findings.claim_verdicts.Plan
+    primary = Plan(SST2_PRETRAINING, ("abl-planned",), "abl-planned/PLAN.md")
+    # the plan names the folder the confirmation wrote; its runs are listed under another
+    confirmation = Plan(SST2_PRETRAINING, ("abl-confirm-copy",), "abl-planned/PLAN.md",
+                        confirmation=True)
+    sources = tries(tmp_path)
+    text, measured = findings.report(sources, plans=(confirmation, primary))
+    assert len(measured[SST2_PRETRAINING]) == 4  # the copy is the same measurement
+
+    def counted(plans):
+        row = _row(findings.claim_verdicts.head(findings.CLAIMS, measured, plans),
+                   SST2_PRETRAINING)
+        return _folder(row["result"]), row["why"], row["tries"]
+
+    assert counted((confirmation, primary)) == (
+        "abl-confirm", "confirmation planned before it ran", 4)
+    assert counted((primary,)) == ("abl-planned", "primary test planned before it ran", 4)
+    assert counted(()) == ("abl-8seeds", "the most seeds", 4)
+    # a plan whose runs are not among the inputs does not count
+    assert counted((Plan(SST2_PRETRAINING, ("elsewhere",), "x/PLAN.md", True),))[0] == \
+        "abl-8seeds"
+    ablation(tmp_path, "abl-8seeds-again", {s: 0.70 for s in range(1, 9)},
+             {s: 0.69 for s in range(1, 9)})
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]), plans=())
+    assert counted(()) == ("abl-8seeds", "the most seeds (the first of 2 with n = 8)", 5)
+    # the confirmation: +0.03, +0.04, +0.02, +0.04, +0.02
+    line = next(x for x in text.splitlines() if x.startswith(
+        "| Table 5 (SST2): MLM + NSP pre-training beats no pre-training |"))
+    p = sp.ttest_1samp([0.03, 0.04, 0.02, 0.04, 0.02], 0).pvalue
+    assert (f"| sst2 | abl-confirm-copy | 5 | +3.0 [+1.8, +4.2] | **supported** | "
+            "confirmation planned before it ran (`abl-planned/PLAN.md`) | 4 | "
+            f"{p:.2g} |") in line
+    head, every = text.split("## One row per claim")[1].split("## Every measurement")
+    assert head.count("| Table 5 (SST2): MLM + NSP pre-training beats no pre-training |") == 1
+    assert every.count("| Table 5 (SST2): MLM + NSP pre-training beats no pre-training |") == 4
+
+
+def holm_by_hand(p_values):
+    """Holm's step-down adjustment, written out: the i-th smallest of m p-values times
+    (m − i + 1), kept monotone, at most 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def test_holm_across_three_claims_and_the_verdict_after_it(tmp_path):
+    """Three claims, each separated alone (p < 0.05): stack − fine-tune +0.03, +0.02, +0.04
+    (p 0.035), stack − frozen +0.04, +0.02, +0.03 (p 0.035) and embeddings − fine-tuning
+    −0.25, −0.28, −0.21 (p 0.0067). Holm: 3 × 0.0067 = 0.020, then 2 × 0.035 = 0.070 for
+    both others, which are no longer separated."""
+    mrpc = {"task": "mrpc", "head": "bimpm", "seeds": [1, 2, 3]}
+    write(tmp_path / "cmp", "comparison.json", {"mrpc": table("f1", [
+        ("fine-tune only", {1: 0.80, 2: 0.82, 3: 0.84}),
+        ("frozen only", {1: 0.79, 2: 0.82, 3: 0.85}),
+        ("stack-and-finetune", {1: 0.83, 2: 0.84, 3: 0.88})])}, mrpc)
+    write(tmp_path / "ner", "table.json", {"conll2003": table("f1", [
+        ("Fine-tuning", {1: 0.75, 2: 0.80, 3: 0.70}),
+        ("Feature-based: embeddings", {1: 0.50, 2: 0.52, 3: 0.49})])},
+        {"task": "conll2003", "seeds": [1, 2, 3]})
+    ids = ("wang-bimpm-stack-vs-fine-tune", "wang-bimpm-stack-vs-frozen",
+           "bert-t7-embeddings-vs-finetune")
+    claims = [c for c in findings.CLAIMS if c["id"] in ids]
+    text, measured = findings.report(findings.find_sources([str(tmp_path)]), claims)
+    rows = findings.claim_verdicts.head(claims, measured)
+    differences = ([0.03, 0.02, 0.04], [0.04, 0.02, 0.03], [-0.25, -0.28, -0.21])
+    p = [sp.ttest_1samp(d, 0).pvalue for d in differences]
+    assert [row["p"] for row in rows] == pytest.approx(p)
+    assert p == pytest.approx([0.0351, 0.0351, 0.00669], abs=1e-4)
+    expected = holm_by_hand(p)
+    assert expected == pytest.approx([0.0702, 0.0702, 0.0201], abs=1e-4)
+    assert [row["p_holm"] for row in rows] == pytest.approx(expected)
+    assert [row["p_holm"] for row in rows] == pytest.approx(
+        multipletests(p, method="holm")[1])
+    assert [row["result"]["verdict"] for row in rows] == ["supported"] * 3
+    assert [row["after_holm"] for row in rows] == ["not distinguishable",
+                                                   "not distinguishable", "supported"]
+    assert ("| 1 | 0.035 | 0.07 | **not distinguishable** |" in text
+            and "| 1 | 0.0067 | 0.02 | **supported** |" in text)
+    assert "the 3 claims that have one" in text
+    assert "else not distinguishable: 2 not distinguishable, 1 supported." in text
+
+
+def test_an_equivalence_claims_p_value_is_its_interval_within_the_margin(tmp_path):
+    """BIMPM without context − BIMPM: +0.002, +0.003, −0.001, within ±1 point: the
+    equivalence test (two one-sided t-tests at ±0.01) gives p = 2 × the larger one-sided
+    p, below 0.05 as the 95% interval lies within the margin; the t-test against 0 is 0.38."""
+    inputs(tmp_path)
+    claims = [c for c in findings.CLAIMS if c["id"] == "wang-bimpm-no-context"]
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]), claims)
+    (row,) = findings.claim_verdicts.head(claims, measured)
+    d = [0.002, 0.003, -0.001]
+    tost = 2 * max(sp.ttest_1samp(d, -0.01, alternative="greater").pvalue,
+                   sp.ttest_1samp(d, 0.01, alternative="less").pvalue)
+    assert (row["p"], row["test"]) == (pytest.approx(tost), "TOST")
+    assert row["p"] < 0.05 and row["result"]["verdict"] == "supported"
+    assert row["p_holm"] == pytest.approx(row["p"])  # a family of one
+    # far outside the margin the t-test against 0 decides (contradicted)
+    far = {**row["result"], "differences": [0.05, 0.04, 0.06], "difference": 0.05,
+           "std": 0.01}
+    p, test = findings.claim_verdicts.p_value(far, "≈", 0.01)
+    assert (p, test) == (pytest.approx(sp.ttest_1samp([0.05, 0.04, 0.06], 0).pvalue), "t")
+
+
+def test_landscape_claims_are_tested_from_their_summary_or_their_values(tmp_path):
+    """A landscape measurement with only n, effect and std gets the same t-test as the
+    values would: effect 0.4, std 0.1, n 3 → t = 0.4 / (0.1 / √3)."""
+    with open(tmp_path / "landscape_findings.json", "w") as f:
+        json.dump({"command": "c", "experiment": {"task": "sst2"}, "claims": {
+            "hao-flatter-optima": {"n": 3, "effect": 0.4, "low": 0.1, "high": 0.7,
+                                   "std": 0.1},
+            "hao-overfitting": [{"n": 3, "effect": 0.4, "std": 0.1, "low": 0.15,
+                                 "high": 0.65, "values": [0.3, 0.4, 0.5]}]}}, f)
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    rows = findings.claim_verdicts.head(findings.CLAIMS, measured)
+    t = 0.4 / (0.1 / math.sqrt(3))
+    assert _row(rows, "hao-flatter-optima")["p"] == pytest.approx(2 * sp.t.sf(t, 2))
+    assert _row(rows, "hao-overfitting")["p"] == pytest.approx(
+        sp.ttest_1samp([0.3, 0.4, 0.5], 0).pvalue)
+    unmeasured = _row(rows, "hao-lower-layers")
+    assert (unmeasured["result"], unmeasured["p"], unmeasured["after_holm"]) == (
+        None, None, "not measured")
+
+
+def test_every_plan_in_the_repository_names_one_measurement_of_its_claim():
+    """Each docs/figures/**/PLAN.md is in claim_verdicts.PLANNED, and each planned run is
+    one measurement of its claim in the stored tables (a renamed folder would otherwise
+    quietly fall back to the most seeds)."""
+    figures = os.path.join(ROOT, "docs", "figures")
+    plans = {os.path.relpath(p, ROOT) for p in glob.glob(
+        os.path.join(figures, "**", "PLAN.md"), recursive=True)}
+    assert plans == {plan.plan for plan in findings.claim_verdicts.PLANNED}
+    _, measured = findings.report(findings.find_sources([figures]))
+    for plan in findings.claim_verdicts.PLANNED:
+        found = [r for r in measured[plan.claim]
+                 if set(plan.runs) <= findings.claim_verdicts.run_folders(r)]
+        assert len(found) == 1, plan
+
+
+def test_both_tools_are_registered_experiments():
+    """`python -m kerasbert.experiments findings|landscape_findings` runs these modules."""
+    from kerasbert.experiments import builtin, landscape_findings
+
+    modules = {spec.name: spec.module for spec in builtin.EXPERIMENTS}
+    assert modules["findings"] == findings.__name__
+    assert modules["landscape_findings"] == landscape_findings.__name__
+    assert callable(findings.run) and callable(landscape_findings.run)

@@ -1,15 +1,15 @@
-"""tools/landscape_findings.py: Hao et al.'s measurements over seeds from hand-made
-landscape folders (numbers checked by hand), and its refusals."""
+"""kerasbert.experiments.landscape_findings: Hao et al.'s measurements over seeds from
+hand-made landscape folders (numbers checked by hand), and its refusals."""
 
 import csv
 import json
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools"))
-import landscape_findings  # noqa: E402
+from kerasbert.experiments import landscape_findings
+
+PROG = "python -m kerasbert.experiments landscape_findings"
 
 PRE, RANDOM = landscape_findings.PRE, landscape_findings.RANDOM
 
@@ -71,11 +71,12 @@ def test_effects_signed_the_papers_way(tmp_path, capsys):
             make_seed(tmp_path, 2, [0.78, 0.80], [0.52, 0.72], 6.0, 8.0,
                       ((0.7, 0.5, 0.3), (0.5, 0.2, 0.3)))]
     out = tmp_path / "out"
-    assert landscape_findings.main([f"--landscape_dirs={','.join(dirs)}",
-                                    f"--output_dir={out}"]) == 0
+    assert landscape_findings.run([PROG, f"--landscape_dirs={','.join(dirs)}",
+                                   f"--output_dir={out}"]) == 0
     data = json.loads((out / "landscape_findings.json").read_text())
     assert data["experiment"] == {"task": "sst2", "train_examples": 2000, "steps": 20,
                                   "max_seq_length": 64, "seeds": [1, 2]}
+    assert data["command"] == f"{PROG} --landscape_dirs={','.join(dirs)} --output_dir={out}"
     claims = data["claims"]
     first, end, _ = claims["hao-starting-point"]
     assert first["values"] == pytest.approx([0.30, 0.26])  # 0.80 − 0.50, 0.78 − 0.52
@@ -110,19 +111,20 @@ def test_refuses_missing_modes_and_other_budgets(tmp_path, capsys):
                       ((0.7, 0.5, 0.3), (0.5, 0.3, 0.2)))
     os.remove(os.path.join(other, "rollback.csv"))
     out = tmp_path / "out"
-    assert landscape_findings.main([f"--landscape_dirs={good},{other}",
-                                    f"--output_dir={out}"]) == 2
-    assert "missing rollback.csv" in capsys.readouterr().err
+    assert landscape_findings.run([PROG, f"--landscape_dirs={good},{other}",
+                                   f"--output_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kerasbert: error: ") and "missing rollback.csv" in err
     assert not out.exists()
-    assert landscape_findings.main([f"--landscape_dirs={good}", f"--output_dir={out}"]) == 2
+    assert landscape_findings.run([PROG, f"--landscape_dirs={good}", f"--output_dir={out}"]) == 2
     assert "at least two seeds" in capsys.readouterr().err
-    assert landscape_findings.main([f"--landscape_dirs={good},{good}",
-                                    f"--output_dir={out}"]) == 2
+    assert landscape_findings.run([PROG, f"--landscape_dirs={good},{good}",
+                                   f"--output_dir={out}"]) == 2
     assert "a run appears twice" in capsys.readouterr().err
     _csv(os.path.join(tmp_path, "rnd1", "history.csv"),
          [{"phase": "finetune", "epoch": 1, "step": 30, "train_loss": 0.5, "dev_accuracy": 0.6}])
     third = make_seed(tmp_path, 3, [0.8, 0.8], [0.5, 0.7], 4.0, 10.0,
                       ((0.7, 0.5, 0.3), (0.5, 0.3, 0.2)))
-    assert landscape_findings.main([f"--landscape_dirs={good},{third}",
-                                    f"--output_dir={out}"]) == 2
+    assert landscape_findings.run([PROG, f"--landscape_dirs={good},{third}",
+                                   f"--output_dir={out}"]) == 2
     assert "different steps" in capsys.readouterr().err

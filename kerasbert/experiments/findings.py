@@ -1,13 +1,13 @@
 """The findings report: every claim of the three papers, its measurement and a verdict.
 
-    python tools/findings.py --runs=runs/compare-mrpc,runs/ner-table,runs/sizes \
-        --output=docs/findings.md
+    python -m kerasbert.experiments findings \
+        --runs=runs/compare-mrpc,runs/ner-table,runs/sizes --output=docs/findings.md
 
-Reads the JSON the table tools write (kerasbert/restarts.py tables) in each --runs folder
-(or the file itself): comparison.json (tools/compare_strategies.py), table.json
-(tools/ner_table.py), grid.json (tools/model_size_grid.py), results.json
-(tools/pretraining_ablation.py), sweep.json (a sweep, `--learning_rates`/`--seeds`) and
-landscape_findings.json (Hao et al.; see LANDSCAPE below). Folders are searched
+Reads the JSON the experiments write (kerasbert/restarts.py tables) in each --runs folder
+(or the file itself): comparison.json (Wang's strategy table), table.json (the NER table),
+grid.json (the model-size grid), results.json (the pre-training ablation), sweep.json (a
+sweep, `--learning_rates`/`--seeds`) and landscape_findings.json (Hao et al.; see
+LANDSCAPE below). Folders are searched
 recursively. For each claim in CLAIMS it finds the tables that measure it, pairs the two
 rows it compares seed by seed (the seeds both finished), and reports n, the effect (row A
 − row B, in points × 100) with its 95% Student-t interval over the paired differences, the
@@ -20,22 +20,24 @@ paper's number and a verdict:
   roughly how many seeds the observed effect would need to separate (the same spread of
   paired differences assumed).
 
-Claims nothing measured are listed as "not measured". Nothing here trains or imports
-TensorFlow.
+Claims nothing measured are listed as "not measured". Above every measurement the report
+opens with one row per claim (kerasbert.experiments.claim_verdicts): the verdict that
+counts (a planned confirmation, else a planned primary test, else the most seeds), how many
+measurements of the claim exist, and its p-value with Holm's correction across the claims.
+Nothing here trains or imports TensorFlow.
 """
 
 import argparse
 import datetime
 import json
+import math
 import os
 import re
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from kerasbert.analysis import stats  # noqa: E402  (this checkout's kerasbert)
-from kerasbert.io_utils import atomic_write_text, shown_path  # noqa: E402
+from kerasbert.analysis import stats
+from kerasbert.errors import InputError, guarded
+from kerasbert.experiments import claim_verdicts
+from kerasbert.io_utils import atomic_write_text, shown_path
 
 # File name → the tool that writes it.
 SOURCES = {"comparison.json": "compare_strategies", "table.json": "ner_table",
@@ -71,6 +73,8 @@ def _claim(id, paper, statement, paper_number, a, b, direction, margin=None,
 WANG = "Wang et al. 2019 (stack-and-finetune)"
 BERT = "Devlin et al. 2019 (BERT)"
 HAO = "Hao et al. 2019 (loss landscapes)"
+# TODO(lead): import from kerasbert.experiments.strategies (FINE_TUNE/FROZEN/STACK/
+# SAME_STEPS/HEAD_LR), the labels that experiment writes
 STACK, FT, FROZEN = "stack-and-finetune", "fine-tune only", "frozen only"
 SAME_STEPS, HEAD_LR = "fine-tune only, same steps", "fine-tune only, head lr"
 CLAIMS = []
@@ -236,18 +240,18 @@ def find_sources(paths):
             files = [os.path.join(d, f) for d, _, names in sorted(os.walk(given))
                      for f in sorted(names) if f in SOURCES]
         else:
-            raise ValueError(f"--runs={given}: no such file or folder")
+            raise InputError(f"--runs={given}: no such file or folder")
         for file in files:
             name = os.path.basename(file)
             if name not in SOURCES:
-                raise ValueError(f"--runs={file}: not one of {', '.join(SOURCES)}")
+                raise InputError(f"--runs={file}: not one of {', '.join(SOURCES)}")
             try:
                 with open(file, encoding="utf-8") as f:
                     data = json.load(f)
             except (OSError, ValueError) as e:
-                raise ValueError(f"{file}: cannot read it as JSON ({e})") from None
+                raise InputError(f"{file}: cannot read it as JSON ({e})") from None
             if not isinstance(data, dict):
-                raise ValueError(f"{file}: not a JSON object")
+                raise InputError(f"{file}: not a JSON object")
             if SOURCES[name] == "pretraining_ablation" and "tables" not in data:
                 continue  # an ablation run before restarts existed: no seeds to pair
             found.append((SOURCES[name], file, data))
@@ -434,6 +438,7 @@ def measure(claim, sources):
                                     [values_b[s] for s in seeds])
         result = {"task": task, "a": _label(a, claim["a"], claim["b"], a_src),
                   "b": _label(b, claim["b"], claim["a"], b_src), "seeds": seeds, **d,
+                  "differences": [values_a[s] - values_b[s] for s in seeds],
                   "metric": a_src["table"]["metric"],
                   "sources": sorted({a_src["file"], b_src["file"]}),
                   "commands": list(dict.fromkeys(
@@ -474,7 +479,7 @@ def _settings(experiment):
 
 
 def measure_landscape(claim, sources):
-    """One result per measurement tools/landscape_findings.py made of the claim (a claim
+    """One result per measurement the landscape findings made of the claim (a claim
     may hold one measurement or a list; `points: false` ones are printed in their unit)."""
     results = []
     for tool, file, data in sources:
@@ -487,6 +492,8 @@ def measure_landscape(claim, sources):
                       "n": m.get("n", 0), "difference": m["effect"], "std": m.get("std"),
                       "low": m.get("low"), "high": m.get("high"),
                       "metric": m.get("unit", ""), "points": points, "sources": [file],
+                      "differences": None if m.get("values") is None else [
+                          v for v in m["values"] if v is not None and math.isfinite(v)],
                       "commands": [data.get("command", "?")],
                       "experiments": [data.get("experiment")]}
             result["verdict"], result["note"] = verdict(
@@ -510,10 +517,13 @@ def _formatter(result):
     return lambda x, sign="+": "–" if x is None else f"{x:{sign}.3g}"
 
 
-def report(sources, claims=CLAIMS):
+def report(sources, claims=CLAIMS, plans=claim_verdicts.PLANNED):
+    """(the Markdown report, {claim id: [measurement]}); `plans`: the measurements planned
+    before they ran (claim_verdicts.PLANNED), which decide the verdict that counts."""
     measured = {c["id"]: measure(c, sources) for c in claims}
     lines = ["# Findings: the papers' claims, measured", "",
-             "Generated by `python tools/findings.py` from the tools' JSON outputs "
+             "Generated by `python -m kerasbert.experiments findings` from the tools' JSON "
+             "outputs "
              f"({len(sources)} file{'s' * (len(sources) != 1)}). Effect: row A − row B of "
              "the dev metric in points (× 100), paired seed by seed over the seeds both rows "
              "finished, with its 95% Student-t interval over the paired differences. "
@@ -521,7 +531,7 @@ def report(sources, claims=CLAIMS):
              "claims, it lies within the stated margin), contradicted (it excludes 0 the other "
              "way), not distinguishable (it contains 0: its half-width and the seeds the "
              "observed effect would need are given). Hao et al.'s rows come from "
-             "tools/landscape_findings.py: each measurement in its own unit (points where "
+             "the landscape_findings experiment: each measurement in its own unit (points where "
              "it is a dev metric), signed so that positive is the paper's direction.", "",
              "Column *run*: the folder of the results file(s), which tells apart two "
              "measurements of one claim (say, two pre-training budgets). A claim across "
@@ -529,24 +539,20 @@ def report(sources, claims=CLAIMS):
              f"machine without a reboot within {SESSION_HOURS} hours, as each table records; "
              "for tables from before that record, the folder their output folders sit in) "
              "with each other, and another session's table only where it has no partner of "
-             "its own.", "",
-             "| claim | paper | the paper's number | task | run | n | effect [95% interval] "
-             "| verdict |", "|---|---|---|---|---|---|---|---|"]
+             "its own.", ""]
+    lines += _head(claim_verdicts.head(claims, measured, plans))
+    lines += ["", "## Every measurement", "",
+              "| claim | paper | the paper's number | task | run | n | effect [95% interval] "
+              "| verdict |", "|---|---|---|---|---|---|---|---|"]
     for c in claims:
         for r in measured[c["id"]] or [None]:
             if r is None:
                 lines.append(f"| {c['statement']} | {c['paper']} | {c['paper_number']} | – | "
                              "– | 0 | – | not measured |")
                 continue
-            f = _formatter(r)
-            unit = "" if r.get("points", True) else f" {r['metric']}"
-            interval = ("" if r["low"] is None else f" [{f(r['low'])}, {f(r['high'])}]")
-            what = c["statement"] if r["b"] or r["a"] == c["id"] else \
-                f"{c['statement']} — {r['a']}"
-            lines.append(f"| {what} | {c['paper']} | {c['paper_number']} | "
+            lines.append(f"| {_what(c, r)} | {c['paper']} | {c['paper_number']} | "
                          f"{r['task']} | {_run_names(r['sources'])} | {r['n']} | "
-                         f"{f(r['difference'])}{interval}{unit} | "
-                         f"**{r['verdict']}** |")
+                         f"{_effect(r)} | **{r['verdict']}** |")
     lines += ["", "## Each claim", ""]
     for c in claims:
         lines.append(f"### `{c['id']}`: {c['statement']}")
@@ -584,6 +590,74 @@ def report(sources, claims=CLAIMS):
     return "\n".join(lines) + "\n", measured
 
 
+def _what(claim, result):
+    """A measurement's claim as the tables name it: a landscape measure after its claim."""
+    if result["b"] or result["a"] == claim["id"]:
+        return claim["statement"]
+    return f"{claim['statement']} — {result['a']}"
+
+
+def _effect(result):
+    """The effect and its interval in points (or the measurement's own unit)."""
+    f = _formatter(result)
+    unit = "" if result.get("points", True) else f" {result['metric']}"
+    interval = "" if result["low"] is None else f" [{f(result['low'])}, {f(result['high'])}]"
+    return f"{f(result['difference'])}{interval}{unit}"
+
+
+def _p(p):
+    return "–" if p is None else f"{p:.2g}"
+
+
+def _head(rows):
+    """The report's head: one row per claim (claim_verdicts.head's rows)."""
+    family = sum(row["p"] is not None for row in rows)
+    after = {}
+    for row in rows:
+        after[row["after_holm"]] = after.get(row["after_holm"], 0) + 1
+    lines = [
+        "## One row per claim", "",
+        "The verdict that counts for each claim, how many measurements of it exist, and its "
+        "test corrected for the number of claims tested; [every measurement](#every-"
+        "measurement) follows.", "",
+        "- *which counts*: the confirmation planned before it ran where there is one (its "
+        "PLAN.md, written beside the runs before they existed), else the primary test a plan "
+        "fixed before it ran (the latest such plan), else the measurement with the most "
+        "seeds (of several that large, the first listed below).",
+        "- *tries*: how many measurements of the claim exist (the same runs found in two "
+        "tables are one).",
+        "- *p*: the counted measurement's p-value, the level at which its interval gives its "
+        "verdict: scipy's one-sample Student t-test of the paired differences over seeds "
+        "(`scipy.stats.ttest_1samp`, the test behind the 95% intervals), two-sided against "
+        "0; for a ≈ claim the smaller of that (t) and the equivalence test within its "
+        "margin (TOST: two one-sided t-tests, p twice the larger one, so that p < 0.05 "
+        "exactly when the 95% interval lies within the margin).",
+        f"- *Holm p*: the p-values of the {family} claims that have one, adjusted together "
+        "by Holm's step-down method (`statsmodels.stats.multitest.multipletests`, method "
+        "`holm`), which keeps the chance that any of their separations (supported or "
+        "contradicted) is false at 5%. It corrects across claims, not across one claim's "
+        "tries: those are why a planned confirmation counts over them.",
+        "- *after Holm*: the verdict where its Holm p is below 0.05, else not "
+        "distinguishable: " + ", ".join(f"{n} {verdict}" for verdict, n in
+                                        sorted(after.items())) + ".", "",
+        "| claim | paper | task | run | n | effect [95% interval] | verdict | which counts "
+        "| tries | p | Holm p | after Holm |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        c, r = row["claim"], row["result"]
+        if r is None:
+            lines.append(f"| {c['statement']} | {c['paper']} | – | – | 0 | – | not measured "
+                         "| – | 0 | – | – | not measured |")
+            continue
+        plan = row["plan"]
+        runs = " + ".join(plan.runs) if plan else _run_names(r["sources"])
+        which = row["why"] + (f" (`{plan.plan}`)" if plan else "")
+        test = f" ({row['test']})" if c["direction"] == "≈" and row["test"] else ""
+        lines.append(f"| {_what(c, r)} | {c['paper']} | {r['task']} | {runs} | {r['n']} | "
+                     f"{_effect(r)} | **{r['verdict']}** | {which} | {row['tries']} | "
+                     f"{_p(row['p'])}{test} | {_p(row['p_holm'])} | **{row['after_holm']}** |")
+    return lines
+
+
 def _run_names(files):
     """The folders that hold a measurement's results files, by their own names."""
     return " + ".join(os.path.basename(os.path.dirname(os.path.abspath(f))) for f in files)
@@ -601,18 +675,24 @@ def _describe_side(side):
             + (f" with {where}" if where else ""))
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv):
+    """The flags of argv (argv[0]: the program's name)."""
+    p = argparse.ArgumentParser(prog=argv[0], description=__doc__.splitlines()[0])
     p.add_argument("--runs", nargs="+", required=True, help="folders (searched recursively) "
                    "or JSON files the table tools wrote; commas also separate them")
     p.add_argument("--output", required=True, help="the Markdown report to write")
-    args = p.parse_args(argv)
-    paths = [x for item in args.runs for x in item.split(",") if x]
-    try:
-        sources = find_sources(paths)
-    except ValueError as e:
-        print(f"findings: error: {e}", file=sys.stderr)
-        return 2
+    return p.parse_args(argv[1:])
+
+
+def run(argv):
+    """The findings report (argv[0]: the program's name); returns the exit status. Bad
+    --runs are one line `kerasbert: error: ...` and status 2 (errors.guarded)."""
+    return guarded(main)(parse_args(argv))
+
+
+def main(args):
+    """Reads --runs, writes the report to --output and prints the count of each verdict."""
+    sources = find_sources([x for item in args.runs for x in item.split(",") if x])
     text, measured = report(sources)
     folder = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(folder, exist_ok=True)
@@ -623,7 +703,3 @@ def main(argv=None):
             counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     print(f"findings: {args.output}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

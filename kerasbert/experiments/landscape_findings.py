@@ -1,6 +1,7 @@
 """Hao et al.'s findings over seeds: pre-trained vs random-init runs, paired by seed.
 
-    python tools/landscape_findings.py --landscape_dirs=L42,L43,L44 --output_dir=docs/findings/hao
+    python -m kerasbert.experiments landscape_findings --landscape_dirs=L42,L43,L44 \
+        --output_dir=docs/figures/hao
 
 Each --landscape_dirs folder is the output of `python -m kerasbert.landscape` for one seed,
 with the pre-trained run as --run_dir and the random-init run (same task, same seed, same
@@ -9,11 +10,11 @@ summary.json accumulates): trajectory, layers, rollback, 1d, hessian, sharpness.
 own history.csv (dev metric after every epoch, on the whole dev set) is read from the
 run folders summary.json names.
 
-Writes landscape_findings.json (read by tools/findings.py: one entry per claim, each a list
+Writes landscape_findings.json (read by the findings report: one entry per claim, each a list
 of measurements with n, effect, std, 95% Student-t interval and unit), hao.md (the
 per-seed numbers behind every measurement) and convergence.png. Every effect is signed so
-that a positive value is the paper's direction; tools/findings.py turns the intervals into
-verdicts. Nothing here trains or imports TensorFlow.
+that a positive value is the paper's direction; kerasbert.experiments.findings turns the
+intervals into verdicts. Nothing here trains or imports TensorFlow.
 """
 
 import argparse
@@ -21,20 +22,17 @@ import csv
 import json
 import math
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from kerasbert.analysis import stats  # noqa: E402  (this checkout's kerasbert)
-from kerasbert.io_utils import atomic_write_json, atomic_write_text  # noqa: E402
+from kerasbert.analysis import stats
+from kerasbert.errors import InputError, guarded
+from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
 PRE, RANDOM = "pre-trained", "random init"
 NEEDED = ("summary.json", "trajectory.csv", "layers.csv", "rollback.csv", "1d.csv")
 
 
-class FindingsError(ValueError):
-    pass
+class FindingsError(InputError):
+    """Landscape folders that cannot be compared (a mode missing, one seed, other budgets)."""
 
 
 def _read_csv(path):
@@ -269,32 +267,48 @@ def plot_convergence(seeds, path):
     plt.close(fig)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv):
+    """The flags of argv (argv[0]: the program's name)."""
+    p = argparse.ArgumentParser(prog=argv[0], description=__doc__.splitlines()[0])
     p.add_argument("--landscape_dirs", required=True,
                    help="comma-separated landscape output folders, one per seed")
     p.add_argument("--output_dir", required=True)
-    args = p.parse_args(argv)
-    folders = [f for f in args.landscape_dirs.split(",") if f]
+    return p.parse_args(argv[1:])
+
+
+def run(argv):
+    """The landscape findings (argv[0]: the program's name); returns the exit status. Bad
+    folders are one line `kerasbert: error: ...` and status 2 (errors.guarded)."""
+    args = parse_args(argv)
+    command = "python -m kerasbert.experiments landscape_findings " + " ".join(argv[1:])
+    return guarded(main)(args, command)
+
+
+def _read_seeds(folders):
+    """read_seed of every folder, checked to be comparable; unreadable files are the
+    user's to fix, so they are InputErrors too."""
     try:
         seeds = [read_seed(f) for f in folders]
-        if len(seeds) < 2:
-            raise FindingsError("--landscape_dirs: at least two seeds are needed for an "
-                                "interval")
-        runs = [s[label]["run_dir"] for s in seeds for label in (PRE, RANDOM)]
-        if len({os.path.realpath(r) for r in runs}) != len(runs):
-            raise FindingsError("--landscape_dirs: a run appears twice; each folder must pair "
-                                "runs of its own seed")
-        steps = {tuple(s[label]["steps"]) for s in seeds for label in (PRE, RANDOM)}
-        if len(steps) != 1:
-            raise FindingsError("--landscape_dirs: the runs were evaluated at different steps "
-                                f"({sorted(steps)}): compare runs of the same budget")
-    except (FindingsError, OSError, KeyError) as e:
-        print(f"landscape_findings: error: {e}", file=sys.stderr)
-        return 2
+    except (OSError, KeyError) as e:
+        raise InputError(str(e)) from None
+    if len(seeds) < 2:
+        raise FindingsError("--landscape_dirs: at least two seeds are needed for an interval")
+    runs = [s[label]["run_dir"] for s in seeds for label in (PRE, RANDOM)]
+    if len({os.path.realpath(r) for r in runs}) != len(runs):
+        raise FindingsError("--landscape_dirs: a run appears twice; each folder must pair "
+                            "runs of its own seed")
+    steps = {tuple(s[label]["steps"]) for s in seeds for label in (PRE, RANDOM)}
+    if len(steps) != 1:
+        raise FindingsError("--landscape_dirs: the runs were evaluated at different steps "
+                            f"({sorted(steps)}): compare runs of the same budget")
+    return seeds
+
+
+def main(args, command):
+    """Reads the folders, writes landscape_findings.json, hao.md and convergence.png;
+    `command` is how it was called, recorded in both files."""
+    seeds = _read_seeds([f for f in args.landscape_dirs.split(",") if f])
     claims = summarise(seeds)
-    command = "python tools/landscape_findings.py " + " ".join(
-        sys.argv[1:] if argv is None else argv)
     pre0 = seeds[0][PRE]
     config = pre0["config"]
     experiment = {"task": config["task"], "train_examples": config.get("max_train_examples"),
@@ -308,7 +322,3 @@ def main(argv=None):
     print(f"landscape_findings: {args.output_dir}: {sum(map(len, claims.values()))} "
           f"measurements of {len(claims)} claims over {len(seeds)} seeds")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
