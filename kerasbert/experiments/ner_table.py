@@ -3,9 +3,9 @@ the CRF and document-context table, over seeds.
 
     python -m kerasbert.experiments ner_table --data_dir=../shared/data/conll2003 \
         --max_train_examples=2000 --num_train_epochs=3 --seeds=1,2,3 --output_dir=runs/ner-table
-    python -m kerasbert.experiments ner_table --ner_rows=crf --document_context=64 --feature_cache_dir=cache/ \
-        --data_dir=../shared/data/conll2003 --max_train_examples=2000 --seeds=1,2,3 \
-        --output_dir=runs/ner-crf-table
+    python -m kerasbert.experiments ner_table --ner_rows=crf --document_context=64 \
+        --feature_cache_dir=cache/ --data_dir=../shared/data/conll2003 \
+        --max_train_examples=2000 --seeds=1,2,3 --output_dir=runs/ner-crf-table
 
 Takes every `kerasbert.main` flag; --learning_rate applies to fine-tuning and
 --frozen_learning_rate to the feature-based runs (a new BiLSTM wants a larger one).
