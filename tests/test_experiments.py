@@ -48,3 +48,12 @@ def test_the_sweep_experiment_needs_its_grid_and_says_so_in_one_line(tmp_path):
         "kerasbert: error: --learning_rates: a sweep needs its grid: --learning_rates (the "
         "paper's 5e-5,4e-5,3e-5,2e-5), --num_restarts or --seeds"]
     assert not (tmp_path / "s").exists()
+
+
+def test_an_experiments_help_is_its_docstring_and_its_own_flags():
+    done = subprocess.run([*COMMAND, "strategies", "--help"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("Fine-tune only vs frozen only vs stack-and-finetune")
+    assert "--strategies:" in done.stdout and "--peft_learning_rate:" in done.stdout
+    assert "--helpfull" in done.stdout

@@ -99,6 +99,9 @@ def command(entry, define_flags=None):
         if define_flags is not None:
             define_flags(kb_main.FLAGS)
 
+        if any(arg in HELP for arg in argv[1:]):
+            return usage(entry.__module__, kb_main.FLAGS)
+
         def flags_parser(args):
             try:
                 return kb_main.FLAGS(args)
@@ -114,3 +117,17 @@ def command(entry, define_flags=None):
         return 0
 
     return run
+
+
+HELP = ("--help", "-h", "-?", "--helpshort")
+
+
+def usage(module_name, flag_values):
+    """An experiment's --help: its module's docstring and its own flags (kerasbert.main's
+    are all taken too: --helpfull lists them)."""
+    print(sys.modules[module_name].__doc__.strip())
+    own = flag_values.module_help(module_name)
+    if own:
+        print("\n" + own)
+    print("\nEvery kerasbert.main flag is taken too (--helpfull lists them all).")
+    return 0
