@@ -51,8 +51,9 @@ flags.DEFINE_list("learning_rates", None, "Sweep: one fine-tuning run per learni
 flags.DEFINE_integer("num_restarts", 1, "Sweep: random restarts per learning rate, with seeds "
                      "--seed, --seed+1, ... (data shuffling and head initialisation).")
 flags.DEFINE_list("seeds", None, "Restarts: one run per seed, e.g. 1,2,3 (a sweep: per "
-                  "learning rate, instead of --num_restarts; the table tools in tools/: per "
-                  "row). Default: --seed (a sweep: --seed, --seed+1, ... for --num_restarts).")
-flags.DEFINE_string("baseline", None, "Restarts tables (sweep, tools/): the row the others "
+                  "learning rate, instead of --num_restarts; an experiment's table "
+                  "(python -m kerasbert.experiments): per row). Default: --seed (a sweep: "
+                  "--seed, --seed+1, ... for --num_restarts).")
+flags.DEFINE_string("baseline", None, "Restarts tables (sweep, experiments): the row the others "
                     "are compared with, paired seed by seed; default: the first row.")
 flags.DEFINE_boolean("verbose", False, "Print full tracebacks for input errors.")

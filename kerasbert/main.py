@@ -43,6 +43,12 @@ def head_options(flag_values, head_name, heads=()):
             if name.startswith(prefix) and not name.startswith(others)}
 
 
+def asks_for_sweep(flag_values):
+    """Whether the flags ask for a grid of runs (kerasbert.sweep), not one run."""
+    return bool(flag_values.learning_rates or flag_values.num_restarts != 1
+                or flag_values.seeds)
+
+
 def main(argv):
     if not FLAGS["verbosity"].present:  # our progress lines go to stdout; keep TF's INFO out
         logging.set_verbosity(logging.WARNING)
@@ -67,7 +73,7 @@ def main(argv):
         FLAGS.output_dir = os.path.join(
             "kerasbert_runs", f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head, registry.heads))
-    if FLAGS.learning_rates or FLAGS.num_restarts != 1 or FLAGS.seeds:  # a grid of runs
+    if asks_for_sweep(FLAGS):
         sweep.run_sweep(config, FLAGS.learning_rates, FLAGS.num_restarts, registry,
                         seeds=FLAGS.seeds, baseline=FLAGS.baseline)
     else:
@@ -84,8 +90,9 @@ def define_plugin_flags():
 
 
 def run_tool(entry):
-    """An experiment tool's absl entry point (tools/compare_strategies.py, ...): the plugins'
-    flags, and bad input as one line, exit 2."""
+    """A tool's absl entry point on these flags (the benchmarks; an experiment's is
+    kerasbert.experiments.runner.command): the plugins' flags, and bad input as one line,
+    exit 2."""
     define_plugin_flags()
     app.run(guarded(entry))
 

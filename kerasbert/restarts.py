@@ -1,8 +1,8 @@
 """Tables of rows repeated over seeds (restarts): per row n, mean ± sample std, min–max and
 a 95% interval, and the paired difference to a baseline row with its interval.
 
-Every table tool (tools/compare_strategies.py, ner_table.py, model_size_grid.py,
-pretraining_ablation.py) and the sweep build their tables here, from their runs' folders:
+Every experiment's table (kerasbert/experiments/: strategies, ner_table, model_size,
+pretraining_ablation) and the sweep's are built here, from their runs' folders:
 
     rows = [{"label": "fine-tune only", "runs": {1: "out/ft/seed-1", 2: ...}}, ...]
     table = summarize(collect(rows, metric, task.kind, task.dev_splits[0]), metric, baseline)
@@ -345,7 +345,7 @@ def markdown(table, scale=100.0, digits=1, row_header="row", extra=None):
 
 def write_outputs(folder, stem, tables, text, command, experiment):
     """`<stem>.md` (the text) and `<stem>.json`: {"command", "experiment", "tables":
-    {name: summarize(...)}, "measured_on": measured_on()} — what tools/findings.py reads."""
+    {name: summarize(...)}, "measured_on": measured_on()} — what the findings report reads."""
     atomic_write_text(os.path.join(folder, f"{stem}.md"), text)
     atomic_write_json(os.path.join(folder, f"{stem}.json"),
                       {"command": command, "experiment": experiment, "tables": tables,
@@ -392,8 +392,9 @@ def experiment(config, seeds, **extra):
 
 
 def command_line(argv=None):
-    """The command as it was typed, for the JSON (`python tools/x.py --flag ...`,
-    `python -m kerasbert.main ...`): sys.orig_argv with the interpreter's path dropped."""
+    """The command as it was typed, for the JSON (`python -m kerasbert.experiments NAME
+    --flag ...`, `python -m kerasbert.main ...`): sys.orig_argv with the interpreter's path
+    dropped."""
     import shlex
     import sys
 

@@ -1,8 +1,7 @@
-"""tools/model_size_grid.py: the L/H/A grid, parameter counts, the table and the plot."""
+"""The model_size experiment: the L/H/A grid, parameter counts, the table and the plot."""
 
 import csv
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,19 +11,9 @@ import pytest
 
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
+from kerasbert.experiments import model_size as TOOL
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location(
-        "model_size_grid", os.path.join(ROOT, "tools", "model_size_grid.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-TOOL = _tool()
+COMMAND = [sys.executable, "-m", "kerasbert.experiments", "model_size"]
 
 
 def test_plan_expands_the_paper_grid_and_takes_checkpoint_folders(tmp_path):
@@ -68,7 +57,7 @@ def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
     encoder = encoders.random_encoder("2/48/2", max_position=64, seed=0)
     encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
     out = tmp_path / "grid"
-    args = [sys.executable, os.path.join(ROOT, "tools", "model_size_grid.py"), "--task=rte",
+    args = [*COMMAND, "--task=rte",
             "--sizes=2/32/2,4/32/2," + str(given), "--max_seq_length=32",
             "--max_train_examples=8", "--max_eval_examples=8", "--train_batch_size=8",
             "--num_train_epochs=1", "--learning_rate=3e-4", "--checkpoint_learning_rate=1e-4",
@@ -102,7 +91,7 @@ def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
 def test_a_checkpoint_rate_that_is_not_positive_is_one_line_naming_the_flag(tmp_path):
     out = tmp_path / "grid"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "model_size_grid.py"), "--task=rte",
+        [*COMMAND, "--task=rte",
          "--sizes=2/32/2", "--checkpoint_learning_rate=0", f"--output_dir={out}"],
         check=False, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0

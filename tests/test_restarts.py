@@ -1,8 +1,7 @@
-"""Restarts in the table tools (kerasbert/restarts.py, tools/compare_strategies.py,
-ner_table.py, model_size_grid.py, pretraining_ablation.py, the sweep): the arithmetic and
+"""Restarts in the experiments' tables (kerasbert/restarts.py, kerasbert/experiments/:
+strategies, ner_table, model_size, pretraining_ablation; the sweep): the arithmetic and
 the Markdown of hand-made finished runs, checked exactly, and the resume behaviour."""
 
-import importlib.util
 import json
 import math
 import os
@@ -14,15 +13,7 @@ from scipy import stats as sp
 from kerasbert import plugins, restarts, run_folder, sweep
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from kerasbert.experiments import model_size, ner_table, pretraining_ablation, strategies
 
 
 def fake_run(config, metrics, sentences=None):
@@ -107,7 +98,7 @@ MRPC = {  # strategy -> dev f1 per seed 1, 2, 3
 
 
 def _strategies(tmp_path):
-    tool = _tool("compare_strategies")
+    tool = strategies
     task = plugins.registry().task("mrpc")
     base = RunConfig(task="mrpc", head="bimpm", output_dir=str(tmp_path / "cmp"),
                      frozen_epochs=2.0, num_train_epochs=2.0)
@@ -117,7 +108,7 @@ def _strategies(tmp_path):
 def test_compare_strategies_curves_show_the_metric_the_table_reports():
     """A NER run's history has token accuracy beside entity F1: the curves show F1 (what the
     table reports); a history without the task's metric falls back to accuracy."""
-    tool = _tool("compare_strategies")
+    tool = strategies
     conll = plugins.registry().task("conll2003")
     ner_row = {"phase": "frozen", "epoch": "1", "dev_precision": "0.53", "dev_f1": "0.11",
                "dev_accuracy": "0.84"}
@@ -206,7 +197,7 @@ def test_only_the_missing_seed_is_run_and_other_settings_are_refused(tmp_path):
 
 
 def test_compare_strategies_adds_lora_and_bitfit_rows_with_their_costs(tmp_path):
-    tool = _tool("compare_strategies")
+    tool = strategies
     task = plugins.registry().task("mrpc")
     base = RunConfig(task="mrpc", head="bimpm", output_dir=str(tmp_path / "cmp"),
                      frozen_epochs=1.0, num_train_epochs=2.0, lora_rank=4, lora_alpha=16.0)
@@ -330,7 +321,7 @@ def test_entity_counts_sum_to_conlleval_f1():
 def test_ner_table_bootstraps_over_seeds_and_sentences(tmp_path):
     from kerasbert.tasks.conll import entity_metrics
 
-    tool = _tool("ner_table")
+    tool = ner_table
     task = plugins.registry().task("conll2003")
     base = RunConfig(task="conll2003", output_dir=str(tmp_path / "ner"), num_train_epochs=1.0)
     rows = tool.plan(base, task, [1, 2])
@@ -360,7 +351,7 @@ def test_ner_table_bootstraps_over_seeds_and_sentences(tmp_path):
 
 
 def test_ner_table_crf_rows_vary_head_context_and_learning_rate(tmp_path):
-    tool = _tool("ner_table")
+    tool = ner_table
     task = plugins.registry().task("conll2003")
     base = RunConfig(task="conll2003", output_dir=str(tmp_path / "ner"), num_train_epochs=1.0,
                      learning_rate=5e-5, frozen_learning_rate=1e-3,
@@ -384,7 +375,7 @@ def test_ner_table_crf_rows_vary_head_context_and_learning_rate(tmp_path):
 
 
 def test_ner_table_experiment_names_the_feature_rows_head_and_options(tmp_path):
-    tool = _tool("ner_table")
+    tool = ner_table
     task = plugins.registry().task("conll2003")
     base = RunConfig(task="conll2003", output_dir=str(tmp_path / "ner"), num_train_epochs=3.0,
                      learning_rate=1e-4, frozen_learning_rate=1e-3, init_checkpoint="random")
@@ -403,7 +394,7 @@ def test_ner_table_experiment_names_the_feature_rows_head_and_options(tmp_path):
 
 
 def test_ner_table_table7_layers_pick_the_feature_rows():
-    tool = _tool("ner_table")
+    tool = ner_table
     rows = tool.table7_rows(["last", "embeddings"])
     assert [r.label for r in rows] == ["Fine-tuning", "Feature-based: last",
                                        "Feature-based: embeddings"]
@@ -415,7 +406,7 @@ def test_ner_table_table7_layers_pick_the_feature_rows():
 
 def test_ner_table_crf_rows_need_document_context():
     with pytest.raises(InputError, match="--document_context must be N > 0 or max"):
-        _tool("ner_table").crf_rows("0")
+        ner_table.crf_rows("0")
 
 
 # --- the sweep: --seeds, and its restarts table ---------------------------------------------
@@ -463,7 +454,7 @@ def test_sweep_takes_seeds_and_writes_the_restarts_table(tmp_path):
 def test_model_size_grid_over_seeds(tmp_path, capsys):
     from kerasbert.model import encoders
 
-    tool = _tool("model_size_grid")
+    tool = model_size
     task = plugins.registry().task("rte")
     base = RunConfig(task="rte", output_dir=str(tmp_path / "grid"), num_train_epochs=1.0)
     rows = tool.plan_seeds(tool.plan_grid(base, ["2/32/2", "2/48/2"]), task, [1, 2])
@@ -489,7 +480,7 @@ def test_model_size_grid_over_seeds(tmp_path, capsys):
 
 
 def test_pretraining_ablation_tables_per_task(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     results = []
     for i, (label, _, _) in enumerate(tool.VARIANTS.values()):
         runs = {}
@@ -510,7 +501,7 @@ def test_pretraining_ablation_tables_per_task(tmp_path):
 
 
 def test_pretraining_ablation_variants_pick_rows_in_table_order():
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     assert [label for label, _, _ in tool.chosen_variants("random,bert")] == [
         "BERT (MLM + NSP)", "No pre-training (random init)"]
     assert [o for _, o, _ in tool.chosen_variants(",".join(tool.VARIANTS))] == [
@@ -525,20 +516,15 @@ def test_pretraining_ablation_variants_pick_rows_in_table_order():
 
 
 def _ablation_args(tool, work, *flags):
-    """The tool's parsed flags for a work folder (argparse reads sys.argv), with the
-    vocabulary its random row's configs name."""
-    import sys
-    from unittest import mock
-
+    """The experiment's parsed flags for a work folder, with the vocabulary its random
+    row's configs name."""
     (work / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
-
-    with mock.patch.object(sys, "argv", ["pretraining_ablation.py", f"--work_dir={work}",
-                                         "--tasks=sst2", *flags]):
-        return tool.parse_args()
+    return tool.parse_args(["pretraining_ablation", f"--work_dir={work}", "--tasks=sst2",
+                            *flags])
 
 
 def test_pretraining_ablation_snapshot_steps_are_whole_steps_before_the_last(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     args = _ablation_args(tool, tmp_path, "--num_train_steps=100", "--snapshot_steps=50,20")
     assert tool.snapshot_steps(args) == (50, 20)
     assert tool.snapshot_steps(_ablation_args(tool, tmp_path, "--num_train_steps=100")) == ()
@@ -553,7 +539,7 @@ def test_pretraining_ablation_snapshot_steps_are_whole_steps_before_the_last(tmp
 
 
 def test_pretraining_ablation_reports_the_steps_its_encoders_had(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     args = _ablation_args(tool, tmp_path, "--num_train_steps=32000")
     random_row = {"objective": None, "pretraining_runs": []}
     rows = [{"objective": "bert", "pretraining_runs": [8000]}, random_row]
@@ -565,7 +551,7 @@ def test_pretraining_ablation_reports_the_steps_its_encoders_had(tmp_path):
 
 
 def test_pretraining_ablation_makes_data_only_for_encoders_not_yet_trained(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     args = _ablation_args(tool, tmp_path)
     (tmp_path / "pretrained_bert").mkdir()
     (tmp_path / "pretrained_bert" / "metrics.json").write_text("{}")  # a finished encoder
@@ -579,7 +565,7 @@ def test_pretraining_ablation_makes_data_only_for_encoders_not_yet_trained(tmp_p
 
 
 def test_pretraining_ablation_picks_each_rows_best_learning_rate(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,3e-4",
                           "--finetune_epochs=4")
     settings = tool.parse_grid(args.finetune_learning_rate, args.finetune_epochs)
@@ -614,7 +600,7 @@ def test_pretraining_ablation_picks_each_rows_best_learning_rate(tmp_path):
 
 
 def test_pretraining_ablation_picks_the_best_epochs_and_rate_together(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4,1e-3",
                           "--finetune_epochs=4,16")
     settings = tool.parse_grid(args.finetune_learning_rate, args.finetune_epochs)
@@ -651,7 +637,7 @@ def test_pretraining_ablation_feature_based_protocol_trains_only_the_head(tmp_pa
     """--protocol=feature_based: each setting is the frozen phase alone (the setting's
     epochs at its rate, no fine-tuning phase), in feature_based/ so fine-tuned runs of the
     same work folder stay apart; --head replaces the task's own head, not LTR's."""
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     args = _ablation_args(tool, tmp_path, "--protocol=feature_based", "--head=mean_pool",
                           "--finetune_learning_rate=3e-3", "--finetune_epochs=8")
     setting = tool.Setting(3e-3, 8.0)
@@ -676,27 +662,24 @@ def test_pretraining_ablation_feature_based_protocol_trains_only_the_head(tmp_pa
     assert tool.protocol_line(_ablation_args(tool, tmp_path)) == ""  # Table 5's own: no line
 
 
-def test_pretraining_ablation_refuses_an_unknown_protocol_or_head(tmp_path, capsys, monkeypatch):
-    import sys
-
-    tool = _tool("pretraining_ablation")
+def test_pretraining_ablation_refuses_an_unknown_protocol_or_head(tmp_path, capsys):
+    tool = pretraining_ablation
     with pytest.raises(SystemExit):
         _ablation_args(tool, tmp_path, "--protocol=frozen")
     assert "--protocol: invalid choice: 'frozen'" in capsys.readouterr().err
-    monkeypatch.setattr(sys, "argv", ["pretraining_ablation.py", f"--work_dir={tmp_path}",
-                                      "--tasks=sst2", "--variants=random", "--head=no_such"])
-    assert tool.main() == 2
+    assert tool.run(["pretraining_ablation", f"--work_dir={tmp_path}", "--tasks=sst2",
+                     "--variants=random", "--head=no_such"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("pretraining_ablation: error: ") and "no_such" in err
+    assert err.startswith("kerasbert: error: ") and "no_such" in err
+    assert len(err.splitlines()) == 1
     assert not (tmp_path / "corpus.txt").exists() and not (tmp_path / "finetune").exists()
-    monkeypatch.setattr(sys, "argv", ["pretraining_ablation.py", f"--work_dir={tmp_path}",
-                                      "--tasks=sst2", "--head=span"])
-    assert tool.main() == 2
+    assert tool.run(["pretraining_ablation", f"--work_dir={tmp_path}", "--tasks=sst2",
+                     "--head=span"]) == 2
     assert "--head=span: serves span tasks, but --tasks=sst2" in capsys.readouterr().err
 
 
 def test_pretraining_ablation_setting_choice_and_flags():
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     assert tool.choose_setting({1e-4: [0.5, None], 3e-4: [0.4, 0.45]}) == 1e-4
     assert tool.choose_setting({1e-4: [0.5, 0.6], 3e-4: [0.55, 0.55]}) == 1e-4  # tie
     assert tool.choose_setting({1e-4: [None], 3e-4: [None]}) is None
@@ -713,7 +696,7 @@ def test_pretraining_ablation_setting_choice_and_flags():
 
 
 def test_pretraining_ablation_refuses_a_finished_run_made_otherwise(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     variants = tool.chosen_variants("random")
     row = "No pre-training (random init)", "sst2"
     old = tool.plan(_ablation_args(tool, tmp_path), variants, ["sst2"], [1],
@@ -735,7 +718,7 @@ def test_a_finished_run_copied_with_its_vocabulary_is_reused(tmp_path):
     bytes is refused."""
     import shutil
 
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     row, setting = ("No pre-training (random init)", "sst2"), tool.Setting(3e-4, 4.0)
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
@@ -758,7 +741,7 @@ def test_a_finished_run_copied_with_its_vocabulary_is_reused(tmp_path):
 
 
 def test_pretraining_ablation_names_a_run_that_did_not_finish(tmp_path):
-    tool = _tool("pretraining_ablation")
+    tool = pretraining_ablation
     args = _ablation_args(tool, tmp_path, "--finetune_learning_rate=1e-4")
     settings = tool.parse_grid(args.finetune_learning_rate, args.finetune_epochs)
     planned = tool.plan(args, tool.chosen_variants("bert"), ["sst2"], [1, 2], settings)

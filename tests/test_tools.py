@@ -1,4 +1,4 @@
-"""The paper-table tools run end to end on tiny models and write their tables."""
+"""The paper-table experiments run end to end on tiny models and write their tables."""
 
 import json
 import os
@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMAND = [sys.executable, "-m", "kerasbert.experiments"]
 TINY = ["--init_checkpoint=random", "--model_size=4/32/2", "--max_seq_length=32",
         "--max_train_examples=8", "--max_eval_examples=8", "--train_batch_size=8"]
 
 
 def _tool(name, *args):
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *TINY, *args],
+    result = subprocess.run([*COMMAND, name, *TINY, *args],
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -23,7 +23,7 @@ def _tool(name, *args):
 @pytest.mark.large
 def test_compare_strategies_writes_table_and_plot(tmp_path):
     out = tmp_path / "cmp"
-    args = ["compare_strategies.py", "--task=rte", "--frozen_epochs=1", "--num_train_epochs=1",
+    args = ["strategies", "--task=rte", "--frozen_epochs=1", "--num_train_epochs=1",
             "--seeds=1,2", f"--output_dir={out}"]
     stdout = _tool(*args)
     table = (out / "comparison.md").read_text()
@@ -44,7 +44,7 @@ def test_compare_strategies_writes_table_and_plot(tmp_path):
 @pytest.mark.large
 def test_compare_strategies_runs_the_head_learning_rate_row(tmp_path):
     out = tmp_path / "cmp"
-    _tool("compare_strategies.py", "--task=rte", "--frozen_epochs=1", "--num_train_epochs=1",
+    _tool("strategies", "--task=rte", "--frozen_epochs=1", "--num_train_epochs=1",
           "--frozen_learning_rate=3e-3", "--seeds=1", f"--output_dir={out}",
           "--strategies=fine_tune_head_lr")
     table = (out / "comparison.md").read_text()
@@ -62,7 +62,7 @@ def test_compare_strategies_runs_the_head_learning_rate_row(tmp_path):
 @pytest.mark.large
 def test_compare_strategies_runs_the_parameter_efficient_rows(tmp_path):
     out = tmp_path / "cmp"
-    stdout = _tool("compare_strategies.py", "--task=rte", "--frozen_epochs=1",
+    stdout = _tool("strategies", "--task=rte", "--frozen_epochs=1",
                    "--num_train_epochs=1", "--seeds=1", f"--output_dir={out}",
                    "--strategies=lora,stack_and_lora,bitfit")
     table = (out / "comparison.md").read_text()
@@ -84,7 +84,7 @@ def test_compare_strategies_runs_each_run_in_its_own_process_and_reports_its_err
     # The run's check (a tagging-only flag on a classification task) fails in the spawned
     # run process: the tool still says it in one line and exits 2, training nothing.
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "compare_strategies.py"), *TINY,
+        [*COMMAND, "strategies", *TINY,
          "--task=rte", "--tagging_loss=token_mean", "--strategies=fine_tune", "--seeds=1",
          f"--output_dir={tmp_path / 'cmp'}"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 2, result.stderr[-3000:]
@@ -97,7 +97,7 @@ def test_compare_strategies_runs_each_run_in_its_own_process_and_reports_its_err
 @pytest.mark.large
 def test_ner_table_crf_rows_train_each_variant(tmp_path):
     out = tmp_path / "ner-crf"
-    _tool("ner_table.py", "--ner_rows=crf", "--document_context=max", "--num_train_epochs=1",
+    _tool("ner_table", "--ner_rows=crf", "--document_context=max", "--num_train_epochs=1",
           "--bilstm_crf_lstm_units=8", f"--feature_cache_dir={tmp_path / 'cache'}",
           f"--output_dir={out}")
     rows = json.loads((out / "table.json").read_text())["tables"]["conll2003"]["rows"]
@@ -111,7 +111,7 @@ def test_ner_table_crf_rows_train_each_variant(tmp_path):
     assert context["document_context"] == "max"
     assert os.listdir(tmp_path / "cache")  # the frozen row's encoder layers were cached
     # context rows belong to --ner_rows=crf only: refused before any run
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "ner_table.py"), *TINY,
+    result = subprocess.run([*COMMAND, "ner_table", *TINY,
                              "--document_context=8", f"--output_dir={tmp_path / 't7'}"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and not (tmp_path / "t7").exists()
@@ -121,7 +121,7 @@ def test_ner_table_crf_rows_train_each_variant(tmp_path):
 @pytest.mark.large
 def test_ner_table_has_fine_tuning_and_the_six_layer_choices(tmp_path):
     out = tmp_path / "ner"
-    _tool("ner_table.py", "--num_train_epochs=1", "--feature_bilstm_lstm_units=8",
+    _tool("ner_table", "--num_train_epochs=1", "--feature_bilstm_lstm_units=8",
           f"--output_dir={out}")
     saved = json.loads((out / "table.json").read_text())
     assert saved["tables"]["conll2003"]["interval_method"] == "bootstrap"

@@ -4,7 +4,7 @@ import importlib
 import sys
 
 from kerasbert import plugins
-from kerasbert.errors import InputError
+from kerasbert.errors import guarded
 
 USAGE = ("usage: python -m kerasbert.experiments --list\n"
          "       python -m kerasbert.experiments NAME --flags...   (NAME --help: its flags)")
@@ -29,13 +29,14 @@ def main(argv=None):
             print(USAGE)
         print(listing(registry))
         return 0 if len(argv) >= 2 else 2
-    try:
-        spec = registry.experiment(argv[1])
-    except InputError as e:
-        print(f"kerasbert: error: {e}", file=sys.stderr)
-        return 2
+    return guarded(run_experiment)(registry, argv[1], argv[2:])
+
+
+def run_experiment(registry, name, args):
+    """Imports the experiment's module (an unknown name: InputError) and runs it on args."""
+    spec = registry.experiment(name)
     module = importlib.import_module(spec.module)
-    return module.run([f"{sys.argv[0]} {spec.name}", *argv[2:]])
+    return module.run([f"{sys.argv[0]} {spec.name}", *args])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,31 @@ from kerasbert.hookspecs import ExperimentSpec, hookimpl
 
 EXPERIMENTS = (
     ExperimentSpec(
+        "lr_sweep", "kerasbert.experiments.lr_sweep",
+        "learning-rate sweep with random restarts, the best run picked on dev "
+        "(sweep.json, report.md)",
+        "Devlin et al. 2019, section 4"),
+    ExperimentSpec(
+        "strategies", "kerasbert.experiments.strategies",
+        "fine-tune only vs frozen only vs stack-and-finetune over seeds, optionally LoRA, "
+        "stack-and-LoRA and BitFit (comparison.md/json, curves.png)",
+        "Wang et al. 2019, stack-and-finetune"),
+    ExperimentSpec(
+        "ner_table", "kerasbert.experiments.ner_table",
+        "CoNLL-2003: fine-tuning vs the feature-based layer choices, or the CRF and "
+        "document-context rows, over seeds (table.md/json)",
+        "Devlin et al. 2019, Table 7"),
+    ExperimentSpec(
+        "model_size", "kerasbert.experiments.model_size",
+        "dev metric against encoder size L/H/A (random or given checkpoints) over seeds "
+        "(grid.md/json/csv/png)",
+        "Devlin et al. 2019, Table 6"),
+    ExperimentSpec(
+        "pretraining_ablation", "kerasbert.experiments.pretraining_ablation",
+        "pre-training objectives (MLM + NSP, no NSP, LTR, + BiLSTM, none) at CPU size, then "
+        "fine-tuned or feature-based over seeds (table.md, results.json)",
+        "Devlin et al. 2019, Table 5"),
+    ExperimentSpec(
         name="findings", module="kerasbert.experiments.findings",
         description="the findings report from the experiments' JSON: a verdict per claim "
                     "(Holm-corrected) and per measurement",

@@ -36,7 +36,7 @@ import re
 
 from kerasbert.analysis import stats
 from kerasbert.errors import InputError, guarded
-from kerasbert.experiments import claim_verdicts
+from kerasbert.experiments import claim_verdicts, strategies
 from kerasbert.io_utils import atomic_write_text, shown_path
 
 # File name → the tool that writes it.
@@ -73,10 +73,9 @@ def _claim(id, paper, statement, paper_number, a, b, direction, margin=None,
 WANG = "Wang et al. 2019 (stack-and-finetune)"
 BERT = "Devlin et al. 2019 (BERT)"
 HAO = "Hao et al. 2019 (loss landscapes)"
-# TODO(lead): import from kerasbert.experiments.strategies (FINE_TUNE/FROZEN/STACK/
-# SAME_STEPS/HEAD_LR), the labels that experiment writes
-STACK, FT, FROZEN = "stack-and-finetune", "fine-tune only", "frozen only"
-SAME_STEPS, HEAD_LR = "fine-tune only, same steps", "fine-tune only, head lr"
+# The row labels the strategies experiment writes, read back by the same names.
+FT, FROZEN, STACK = strategies.FINE_TUNE, strategies.FROZEN, strategies.STACK
+SAME_STEPS, HEAD_LR = strategies.SAME_STEPS, strategies.HEAD_LR
 CLAIMS = []
 for kind, tasks, head in (("sentence pairs", PAIRS, "bimpm"),
                           ("sentence pairs", PAIRS, "sim_transformer"),

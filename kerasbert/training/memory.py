@@ -2,8 +2,8 @@
 
 Linux keeps a high-water mark of the resident set (VmHWM in /proc/self/status); writing 5
 to /proc/self/clear_refs resets it to the current resident set, so a phase's own peak can
-be read even when several runs share one process (tools/compare_strategies.py runs every
-strategy and seed in one). Where there is no procfs (macOS) the mark cannot be reset and
+be read even when several runs share one process (the pretraining_ablation experiment runs
+all its fine-tunings in one). Where there is no procfs (macOS) the mark cannot be reset and
 the peak is not recorded: None, and the column stays empty.
 """
 

@@ -1,19 +1,16 @@
-"""tools/pretraining_ablation.py end to end on a tiny corpus and model."""
+"""The pretraining_ablation experiment end to end on a tiny corpus and model."""
 
 import json
-import os
 import random
 import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def _run_ablation(work, corpus, *flags):
-    """The tool on a 2/32/2 model, 2 pre-training steps, 8 SST-2 sample sentences, seeds 1,2."""
-    cmd = [sys.executable, os.path.join(ROOT, "tools", "pretraining_ablation.py"),
+    """The experiment on a 2/32/2 model, 2 pre-training steps, 8 SST-2 sample sentences, seeds 1,2."""
+    cmd = [sys.executable, "-m", "kerasbert.experiments", "pretraining_ablation",
            f"--work_dir={work}", f"--corpus={corpus}", "--max_seq_length=32",
            "--max_predictions_per_seq=5", "--dupe_factor=1", "--model_size=2/32/2",
            "--num_train_steps=2", "--num_warmup_steps=1", "--train_batch_size=4",

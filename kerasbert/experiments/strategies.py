@@ -1,7 +1,7 @@
 """Fine-tune only vs frozen only vs stack-and-finetune (Wang et al. 2019) on one task/head,
 over seeds; with --strategies=all also LoRA, stack-and-LoRA and BitFit.
 
-    python tools/compare_strategies.py --task=mrpc --head=bimpm \
+    python -m kerasbert.experiments strategies --task=mrpc --head=bimpm \
         --data_dir=../shared/data/glue/MRPC --max_train_examples=1000 \
         --frozen_epochs=2 --num_train_epochs=2 --seeds=1,2,3 --output_dir=runs/compare-mrpc
 
@@ -27,51 +27,64 @@ phase's), the training wall time per optimizer step of that phase (mean over see
 tracing included; history.csv) and the process's peak resident memory during the run (the
 highest of its phases, each phase's high-water mark reset at its start; mean over seeds;
 each run has a process of its own), so the dev metric can be read against the cost.
+
+The row labels are this module's constants (FINE_TUNE, FROZEN, STACK, SAME_STEPS, HEAD_LR,
+LORA, STACK_LORA, BITFIT): the findings report reads the tables by them. Importing this
+module loads no TensorFlow.
 """
 
-import dataclasses
 import os
-import sys
 
-from absl import flags
-
-from kerasbert import main as kb_main
 from kerasbert import plugins, restarts, run_folder
-from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
+from kerasbert.experiments import runner
 
-FLAGS = kb_main.FLAGS
-SLUGS = {"fine_tune": "fine-tune only", "frozen": "frozen only",  # --strategies names
-         "stack_and_finetune": "stack-and-finetune",
-         "fine_tune_same_steps": "fine-tune only, same steps",
-         "fine_tune_head_lr": "fine-tune only, head lr", "lora": "LoRA",
-         "stack_and_lora": "stack-and-LoRA", "bitfit": "BitFit"}
-if "strategies" not in FLAGS:  # loaded twice in one process (tests): defined once
-    flags.DEFINE_list("strategies", ["paper"], "The rows: paper (fine-tune only, frozen "
-                      "only, stack-and-finetune), all (those, LoRA, stack-and-LoRA and "
-                      "BitFit), or names from " + ", ".join(SLUGS) + ".")
-    flags.DEFINE_float("peft_learning_rate", 5e-4, "The fine-tune phase's peak learning rate "
-                       "in the LoRA, stack-and-LoRA and BitFit rows.")
-# name -> (uses the frozen phase, uses the fine-tuning phase, what fine-tuning trains)
-STRATEGIES = {
-    "fine-tune only": (False, True, "all"),
-    "frozen only": (True, False, "all"),
-    "stack-and-finetune": (True, True, "all"),
-    "fine-tune only, same steps": (False, True, "all"),
-    "fine-tune only, head lr": (False, True, "all"),
-    "LoRA": (False, True, "lora"),
-    "stack-and-LoRA": (True, True, "lora"),
-    "BitFit": (False, True, "bitfit"),
-}
-PAPER = ("fine-tune only", "frozen only", "stack-and-finetune")
+# The rows' labels, as comparison.json and comparison.md name them.
+FINE_TUNE = "fine-tune only"
+FROZEN = "frozen only"
+STACK = "stack-and-finetune"
 # Fine-tunes for --frozen_epochs + --num_train_epochs: stack-and-finetune's total steps,
 # so that its lead over fine-tune only is not just its extra (frozen) steps.
 SAME_STEPS = "fine-tune only, same steps"
 # The same steps, the head at a rate of its own (as in the frozen phase) from the start:
 # is a head's larger rate, rather than the frozen phase, what stack-and-finetune adds?
 HEAD_LR = "fine-tune only, head lr"
+LORA = "LoRA"
+STACK_LORA = "stack-and-LoRA"
+BITFIT = "BitFit"
+
+SLUGS = {"fine_tune": FINE_TUNE, "frozen": FROZEN,  # --strategies names
+         "stack_and_finetune": STACK, "fine_tune_same_steps": SAME_STEPS,
+         "fine_tune_head_lr": HEAD_LR, "lora": LORA, "stack_and_lora": STACK_LORA,
+         "bitfit": BITFIT}
+# name -> (uses the frozen phase, uses the fine-tuning phase, what fine-tuning trains)
+STRATEGIES = {
+    FINE_TUNE: (False, True, "all"),
+    FROZEN: (True, False, "all"),
+    STACK: (True, True, "all"),
+    SAME_STEPS: (False, True, "all"),
+    HEAD_LR: (False, True, "all"),
+    LORA: (False, True, "lora"),
+    STACK_LORA: (True, True, "lora"),
+    BITFIT: (False, True, "bitfit"),
+}
+PAPER = (FINE_TUNE, FROZEN, STACK)
 DEFAULT_LORA_RANK = 8
+
+
+def define_flags(flag_values):
+    """--strategies and --peft_learning_rate, beside kerasbert.main's flags."""
+    from absl import flags
+
+    if "strategies" in flag_values:  # run twice in one process: defined once
+        return
+    flags.DEFINE_list("strategies", ["paper"], "The rows: paper (fine-tune only, frozen "
+                      "only, stack-and-finetune), all (those, LoRA, stack-and-LoRA and "
+                      "BitFit), or names from " + ", ".join(SLUGS) + ".",
+                      flag_values=flag_values)
+    flags.DEFINE_float("peft_learning_rate", 5e-4, "The fine-tune phase's peak learning rate "
+                       "in the LoRA, stack-and-LoRA and BitFit rows.", flag_values=flag_values)
 
 
 def chosen_strategies(values):
@@ -109,16 +122,14 @@ def plan(base, task, seeds, strategies=PAPER, peft_learning_rate=5e-4):
                      trainable_encoder="all")
         settings = {**plain, **({k: getattr(base, k) for k in ("lora_alpha", "lora_targets")}
                                 if trains == "lora" else {}), **peft}
-        rows.append((name, {seed: dataclasses.replace(
-            base, output_dir=restarts.seed_folder(folder, seed), overwrite_output_dir=False,
-            seed=seed, frozen_epochs=frozen_epochs if frozen else 0.0,
+        rows.append((name, runner.seed_runs(
+            base, task, folder, seeds, frozen_epochs=frozen_epochs if frozen else 0.0,
             num_train_epochs=(frozen_epochs + finetune_epochs if name in (SAME_STEPS, HEAD_LR)
                               else finetune_epochs if finetune else 0.0),
             head_learning_rate=(base.head_learning_rate or base.frozen_learning_rate
                                 if name == HEAD_LR else
                                 base.head_learning_rate if finetune else None),
-            **settings).resolved(task)
-            for seed in seeds}))
+            **settings)))
     return rows
 
 
@@ -173,11 +184,7 @@ def cost_columns(found):
 def table(rows, task, baseline=None):
     """The comparison (restarts.summarize) of finished runs, each row with its trained
     parameters and seconds per step (`costs`)."""
-    m = task.main_metric
-    collected = restarts.collect(
-        [{"label": name, "runs": {s: c.output_dir for s, c in runs.items()}}
-         for name, runs in rows], m, task.kind, task.dev_splits[0])
-    summary = restarts.summarize(collected, m, baseline)
+    summary = runner.summarize(rows, task.main_metric, task.kind, task.dev_splits[0], baseline)
     found = costs(rows)
     for row in summary["rows"]:
         row.update(found[row["label"]])
@@ -231,18 +238,17 @@ def curve_metric(task, history_row):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from kerasbert.main import FLAGS, head_options
+
+    runner.no_arguments(argv)
     registry = plugins.registry()
     task = registry.task(FLAGS.task)
     head = FLAGS.head or task.default_head
-    base = RunConfig.from_flags(FLAGS, kb_main.head_options(FLAGS, head))
-    seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
+    base = RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
+    seeds = runner.parse_seeds(FLAGS.seeds, base.seed)
     rows = plan(base, task, seeds, chosen_strategies(FLAGS.strategies),
                 FLAGS.peft_learning_rate)
-    restarts.baseline_label([name for name, _ in rows], FLAGS.baseline)  # checked first
-    restarts.run_all([c for _, runs in rows for c in runs.values()],
-                     run_lib.execute_in_own_process, tool="compare_strategies")
+    runner.run_rows(rows, "compare_strategies", FLAGS.baseline)
     summary = table(rows, task, FLAGS.baseline)
     stack = budget_run(rows, seeds[0])
     header = (f"### {task.name}, head {head}: {len(rows)} strategies over seeds "
@@ -251,10 +257,9 @@ def main(argv):
                                       extra=cost_columns(
                                           {row["label"]: row for row in summary["rows"]}))
     own_rates = head_rates(rows, seeds[0])
-    restarts.write_outputs(base.output_dir, "comparison", {task.name: summary}, text,
-                           restarts.command_line(), restarts.experiment(
-                               stack, seeds, **({"head_learning_rate": own_rates}
-                                                if own_rates else {})))
+    runner.publish(base.output_dir, "comparison", {task.name: summary}, text,
+                   restarts.experiment(stack, seeds, **({"head_learning_rate": own_rates}
+                                                        if own_rates else {})))
     from kerasbert.analysis.plots import plot_curves
 
     curves = {name: run_folder.read_run_history(runs[seeds[0]].output_dir)
@@ -262,13 +267,7 @@ def main(argv):
     plot_curves(curves, os.path.join(base.output_dir, "curves.png"),
                 metric=curve_metric(task, next(iter(curves.values()))[0]),
                 title=f"{task.name}, head {head}, seed {seeds[0]}")
-    sys.stdout.write(text)
     return 0
 
 
-def run():
-    kb_main.run_tool(main)
-
-
-if __name__ == "__main__":
-    run()
+run = runner.command(main, define_flags)

@@ -1,11 +1,11 @@
 """BERT's Table 7 on CoNLL-2003 (fine-tuning vs the six feature-based layer choices), or
 the CRF and document-context table, over seeds.
 
-    python tools/ner_table.py --data_dir=../shared/data/conll2003 --max_train_examples=2000 \
-        --num_train_epochs=3 --seeds=1,2,3 --output_dir=runs/ner-table
-    python tools/ner_table.py --ner_rows=crf --document_context=64 --feature_cache_dir=cache/ \
-        --data_dir=../shared/data/conll2003 --max_train_examples=2000 --seeds=1,2,3 \
-        --output_dir=runs/ner-crf-table
+    python -m kerasbert.experiments ner_table --data_dir=../shared/data/conll2003 \
+        --max_train_examples=2000 --num_train_epochs=3 --seeds=1,2,3 --output_dir=runs/ner-table
+    python -m kerasbert.experiments ner_table --ner_rows=crf --document_context=64 \
+        --feature_cache_dir=cache/ --data_dir=../shared/data/conll2003 \
+        --max_train_examples=2000 --seeds=1,2,3 --output_dir=runs/ner-crf-table
 
 Takes every `kerasbert.main` flag; --learning_rate applies to fine-tuning and
 --frozen_learning_rate to the feature-based runs (a new BiLSTM wants a larger one).
@@ -25,26 +25,28 @@ sentences (from each run's valid_predictions.txt), and the paired difference to 
 
 import dataclasses
 import os
-import sys
 
-from absl import flags
-
-from kerasbert import main as kb_main
 from kerasbert import plugins, restarts
-from kerasbert import run as run_lib
 from kerasbert.config import RunConfig, asks_for_context, uses_document_context
 from kerasbert.errors import InputError
+from kerasbert.experiments import runner
 from kerasbert.heads.feature_bilstm import LAYER_CHOICES
 
-FLAGS = kb_main.FLAGS
-if "ner_rows" not in FLAGS:  # loaded twice in one process (tests): defined once
+
+def define_flags(flag_values):
+    """--ner_rows and --table7_layers, beside kerasbert.main's flags."""
+    from absl import flags
+
+    if "ner_rows" in flag_values:  # run twice in one process: defined once
+        return
     flags.DEFINE_enum("ner_rows", "table7", ["table7", "crf"],
                       "table7: fine-tuning vs the six feature-based layer choices (BERT Table "
                       "7); crf: softmax tagger vs tagger_crf, without and with "
-                      "--document_context, and the feature-based bilstm_crf.")
+                      "--document_context, and the feature-based bilstm_crf.",
+                      flag_values=flag_values)
     flags.DEFINE_list("table7_layers", list(LAYER_CHOICES),
                       "--ner_rows=table7: the feature-based layer choices to run (each a "
-                      "row; fewer rows, a cheaper table on a CPU).")
+                      "row; fewer rows, a cheaper table on a CPU).", flag_values=flag_values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,24 +96,19 @@ def plan(base, task, seeds, rows=None, head_flags=None):
     for row in rows:
         folder = os.path.join(base.output_dir, row.folder)
         options = dict(head_flags.get(row.head, {}), **dict(row.options))
-        planned.append((row.label, {seed: dataclasses.replace(
-            base, head=row.head, output_dir=restarts.seed_folder(folder, seed), seed=seed,
-            overwrite_output_dir=False, head_options=options,
+        planned.append((row.label, runner.seed_runs(
+            base, task, folder, seeds, head=row.head, head_options=options,
             document_context=row.document_context,
             # only a frozen encoder's layers can be cached (a fine-tuning run refuses the flag)
             feature_cache_dir=base.feature_cache_dir if row.feature_based else None,
             learning_rate=base.frozen_learning_rate if row.feature_based else base.learning_rate,
             # a feature-based row trains only its head, at --frozen_learning_rate
-            head_learning_rate=None if row.feature_based else base.head_learning_rate,
-        ).resolved(task) for seed in seeds}))
+            head_learning_rate=None if row.feature_based else base.head_learning_rate)))
     return planned
 
 
 def table(rows, task, baseline=None):
-    collected = restarts.collect(
-        [{"label": label, "runs": {s: c.output_dir for s, c in runs.items()}}
-         for label, runs in rows], "f1", task.kind, task.dev_splits[0])
-    return restarts.summarize(collected, "f1", baseline)
+    return runner.summarize(rows, "f1", task.kind, task.dev_splits[0], baseline)
 
 
 def table_experiment(tuned, frozen, seeds):
@@ -125,8 +122,9 @@ def table_experiment(tuned, frozen, seeds):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from kerasbert.main import FLAGS, head_options
+
+    runner.no_arguments(argv)
     FLAGS.task = "conll2003"
     registry = plugins.registry()
     task = registry.task("conll2003")
@@ -138,13 +136,10 @@ def main(argv):
         if uses_document_context(base):
             raise InputError("--document_context: only --ner_rows=crf has context rows")
         chosen = table7_rows(FLAGS.table7_layers)
-    head_flags = {row.head: kb_main.head_options(FLAGS, row.head, registry.heads)
-                  for row in chosen}
-    seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
+    head_flags = {row.head: head_options(FLAGS, row.head, registry.heads) for row in chosen}
+    seeds = runner.parse_seeds(FLAGS.seeds, base.seed)
     rows = plan(base, task, seeds, chosen, head_flags)
-    restarts.baseline_label([label for label, _ in rows], FLAGS.baseline)
-    restarts.run_all([c for _, runs in rows for c in runs.values()],
-                     run_lib.execute_in_own_process, tool="ner_table")
+    runner.run_rows(rows, "ner_table", FLAGS.baseline)
     summary = table(rows, task, FLAGS.baseline)
     by_label = {label: runs[seeds[0]] for label, runs in rows}
     tuned = next(by_label[r.label] for r in chosen if not r.feature_based)
@@ -156,16 +151,9 @@ def main(argv):
               f"{tuned.max_train_examples}); {tuned.num_train_epochs:g} epochs; fine-tuning "
               f"lr {tuned.learning_rate:g}, feature-based lr {frozen.learning_rate:g}.\n\n")
     text = header + restarts.markdown(summary, row_header="approach")
-    restarts.write_outputs(base.output_dir, "table", {task.name: summary}, text,
-                           restarts.command_line(),
-                           table_experiment(tuned, frozen, seeds))
-    sys.stdout.write(text)
+    runner.publish(base.output_dir, "table", {task.name: summary}, text,
+                   table_experiment(tuned, frozen, seeds))
     return 0
 
 
-def run():
-    kb_main.run_tool(main)
-
-
-if __name__ == "__main__":
-    run()
+run = runner.command(main, define_flags)

@@ -1,16 +1,16 @@
 """BERT's Table 5 (effect of the pre-training tasks) at a size a CPU can run.
 
-    python tools/pretraining_ablation.py --work_dir=runs/ablation \
+    python -m kerasbert.experiments pretraining_ablation --work_dir=runs/ablation \
         --glue_dir=../shared/data/glue --tasks=sst2,mrpc --max_train_examples=2000
 
 1. corpus: --corpus (one sentence per line, blank line between documents), by default
    generated from the Python documentation bundled with CPython
-   (tools/make_pretraining_corpus.py; PSF licence);
+   (make_pretraining_corpus.py in the checkout's tools/; PSF licence);
 2. one WordPiece vocabulary learned from it, and two data sets with the same settings:
    NSP pairs (50% random B) for `bert`, contiguous text for `no_nsp` and `ltr`;
 3. pre-trains `bert`, `no_nsp` and `ltr` encoders with the same size, steps, batch and
    learning rate (`kerasbert.pretraining.train`);
-4. fine-tunes each on every task with the same recipe (`kerasbert.main.execute`):
+4. fine-tunes each on every task with the same recipe (`kerasbert.run.execute`):
    BERT and No NSP with BERT's [CLS] classifier, LTR & No NSP with the last-token
    classifier (a causal encoder's [CLS] sees nothing else), and LTR & No NSP + BiLSTM
    with the `top_bilstm` head on the same LTR encoder; plus a row with no pre-training
@@ -43,7 +43,9 @@ data is made for a finished encoder). An encoder continued from another one
 runs' steps (results.json: pretraining_steps, and pretraining_runs, e.g. [10000, 20000]).
 
 Every model size, step count and data size is a flag, so the same command runs a
-real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy).
+real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy). Unlike the
+other experiments its flags are its own (argparse), not kerasbert.main's, and its
+fine-tuning runs share this process.
 """
 
 import argparse
@@ -55,8 +57,11 @@ import time
 from typing import NamedTuple
 
 from kerasbert import restarts, run_folder
+from kerasbert.errors import InputError, guarded
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The checkout's tools/ (the corpus generator is a script beside the package, not in it).
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "tools")
 GLUE_FOLDERS = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA",
                 "qnli": "QNLI", "mnli": "MNLI", "qqp": "QQP"}
 # --variants key: (row label, pre-training objective or None, fine-tuning head or None
@@ -69,8 +74,10 @@ VARIANTS = {"bert": ("BERT (MLM + NSP)", "bert", None),
 PROTOCOLS = ("fine_tune", "feature_based")
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv=None):
+    """The flags of argv (argv[0]: the program's name; default sys.argv)."""
+    argv = sys.argv if argv is None else argv
+    p = argparse.ArgumentParser(prog=argv[0], description=__doc__.splitlines()[0])
     p.add_argument("--work_dir", required=True)
     p.add_argument("--corpus", default=None, help="Default: generated from the Python docs.")
     p.add_argument("--vocab_size", type=int, default=4000)
@@ -113,7 +120,7 @@ def parse_args():
                    "theirs (a causal encoder's [CLS] sees nothing else)")
     p.add_argument("--baseline", default=None, help="the variant the others are compared "
                    "with, paired over seeds (default: the first, BERT (MLM + NSP))")
-    return p.parse_args()
+    return p.parse_args(argv[1:])
 
 
 def make_data(args, timings, objectives):
@@ -124,8 +131,7 @@ def make_data(args, timings, objectives):
     if corpus is None:
         corpus = os.path.join(args.work_dir, "corpus.txt")
         if not os.path.exists(corpus):
-            subprocess.run([sys.executable, os.path.join(HERE, "make_pretraining_corpus.py"),
-                            f"--output={corpus}"], check=True)
+            subprocess.run([sys.executable, corpus_script(), f"--output={corpus}"], check=True)
     vocab = os.path.join(args.work_dir, "vocab.txt")
     start = time.perf_counter()
     if not os.path.exists(vocab):
@@ -146,6 +152,17 @@ def make_data(args, timings, objectives):
         files[name] = os.path.join(folder, "train-*")
     timings["data_seconds"] = round(time.perf_counter() - start, 1)
     return files
+
+
+def corpus_script():
+    """tools/samples/make_pretraining_corpus.py (tools/ before the sample generators had a
+    folder of their own)."""
+    for path in (os.path.join(TOOLS, "samples", "make_pretraining_corpus.py"),
+                 os.path.join(TOOLS, "make_pretraining_corpus.py")):
+        if os.path.exists(path):
+            return path
+    raise InputError("--corpus: no corpus given, and tools/samples/make_pretraining_corpus.py "
+                     "(which makes the default one) is not in this checkout")
 
 
 def pretrained_folder(args, objective):
@@ -176,8 +193,6 @@ def pretrain(args, files, objective):
 
 def snapshot_steps(args):
     """--snapshot_steps as whole steps inside the pre-training, checked before anything runs."""
-    from kerasbert.errors import InputError
-
     steps = tuple(restarts.parse_seeds(args.snapshot_steps, 0, flag="--snapshot_steps")
                   ) if args.snapshot_steps else ()
     for step in steps:
@@ -220,8 +235,6 @@ class Setting(NamedTuple):
 def parse_grid(rates_spec, epochs_spec):
     """--finetune_learning_rate × --finetune_epochs: the settings, learning rate first,
     each list positive numbers, distinct, in the order given."""
-    from kerasbert.errors import InputError
-
     grid = []
     for flag, spec, what in (("--finetune_learning_rate", rates_spec, "learning rate"),
                              ("--finetune_epochs", epochs_spec, "number of epochs")):
@@ -327,35 +340,30 @@ def table(results, tasks):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    args = parse_args()
-    from kerasbert.errors import InputError
+def run(argv):
+    """The ablation (argv[0]: the program's name); returns the exit status. Bad input is one
+    line, `kerasbert: error: ...`, exit 2, before anything is made or trained."""
+    return guarded(main)(parse_args(argv))
 
-    try:
-        seeds = restarts.parse_seeds(args.seeds, args.seed)
-        variants = chosen_variants(args.variants, args.head)
-        settings = parse_grid(args.finetune_learning_rate, args.finetune_epochs)
-        restarts.baseline_label([label for label, _, _ in variants], args.baseline)
-        snapshot_steps(args)
-        tasks = [t for t in args.tasks.split(",") if t]
-        check_head(args.head, tasks)
-    except InputError as e:
-        print(f"pretraining_ablation: error: {e}", file=sys.stderr)
-        return 2
+
+def main(args):
+    seeds = restarts.parse_seeds(args.seeds, args.seed)
+    variants = chosen_variants(args.variants, args.head)
+    settings = parse_grid(args.finetune_learning_rate, args.finetune_epochs)
+    restarts.baseline_label([label for label, _, _ in variants], args.baseline)
+    snapshot_steps(args)
+    tasks = [t for t in args.tasks.split(",") if t]
+    check_head(args.head, tasks)
     os.makedirs(args.work_dir, exist_ok=True)
     timings = {}
     objectives = list(dict.fromkeys(o for _, o, _ in variants if o))
     # the vocabulary is always made (the random row's configs name it); data only for
     # the objectives not yet pre-trained
     files = make_data(args, timings, unfinished(args, objectives))
-    try:
-        planned = plan(args, variants, tasks, seeds, settings)
-        configs = [c for by_setting in planned.values() for runs in by_setting.values()
-                   for c in runs.values()]
-        restarts.check_reusable(configs)
-    except InputError as e:
-        print(f"pretraining_ablation: error: {e}", file=sys.stderr)
-        return 2
+    planned = plan(args, variants, tasks, seeds, settings)
+    configs = [c for by_setting in planned.values() for runs in by_setting.values()
+               for c in runs.values()]
+    restarts.check_reusable(configs)
     pretrained = {}
     for objective in objectives:
         pretrained[objective] = pretrain(args, files, objective)
@@ -371,11 +379,7 @@ def main():
                "pretraining_runs": pretraining_runs(pretrained[objective][1]) if objective
                else [], "tasks": {}}
         for task in tasks:
-            try:
-                result = row["tasks"][task] = task_result(planned[label, task])
-            except InputError as e:
-                print(f"pretraining_ablation: error: {e}", file=sys.stderr)
-                return 2
+            result = row["tasks"][task] = task_result(planned[label, task])
             for seed, value in zip(seeds, result["values"]):
                 print(f"ablation: {label} {task} seed {seed} (lr {result['learning_rate']:g}, "
                       f"{result['epochs']:g} epochs): {result['metric']}={value:.4f}", flush=True)
@@ -423,8 +427,6 @@ def task_result(by_setting):
     """One row's cell for one task, from {Setting: {seed: finished run config}}: the
     chosen setting's runs and values, and every setting's values ("by_setting", keyed
     "lr=<lr> epochs=<n>")."""
-    from kerasbert.errors import InputError
-
     metric, values = None, {}
     for setting, runs in by_setting.items():
         values[setting] = []
@@ -470,8 +472,6 @@ def check_head(head, tasks):
 def chosen_variants(spec, head=None):
     """The --variants rows, in the table's order: [(label, objective, head)], `head`
     (--head) in place of the task's own (None), LTR rows keeping theirs."""
-    from kerasbert.errors import InputError
-
     keys = [k.strip() for k in spec.split(",") if k.strip()]
     unknown = [k for k in keys if k not in VARIANTS]
     if unknown or not keys:
@@ -483,15 +483,9 @@ def chosen_variants(spec, head=None):
 
 def restarts_tables(results, tasks, baseline=None):
     """Per task, the restarts table of the variants (kerasbert/restarts.py)."""
-    from kerasbert import restarts
-
     tables = {}
     for task in tasks:
         metric = results[0]["tasks"][task]["metric"]
         rows = [{"label": r["variant"], "runs": r["tasks"][task]["runs"]} for r in results]
         tables[task] = restarts.summarize(restarts.collect(rows, metric), metric, baseline)
     return tables
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,12 @@
 """BERT's model-size table (paper section 5.2, Table 6): dev metric against L/H/A.
 
-    python tools/model_size_grid.py --task=mrpc --data_dir=glue_data/MRPC \
+    python -m kerasbert.experiments model_size --task=mrpc --data_dir=glue_data/MRPC \
         --sizes=2/64/2,4/128/2,4/256/4 --output_dir=runs/sizes          # CPU-sized (default)
-    python tools/model_size_grid.py --task=mrpc --data_dir=glue_data/MRPC --sizes=paper \
-        --output_dir=runs/sizes-paper     # 3/768/12 6/768/3 6/768/12 12/768/12 12/1024/16 24/1024/16
-    python tools/model_size_grid.py --task=rte --sizes=2/64/2,path/to/pretrained_bert ...
+    python -m kerasbert.experiments model_size --task=mrpc --data_dir=glue_data/MRPC \
+        --sizes=paper --output_dir=runs/sizes-paper
+        # 3/768/12 6/768/3 6/768/12 12/768/12 12/1024/16 24/1024/16
+    python -m kerasbert.experiments model_size --task=rte \
+        --sizes=2/64/2,path/to/pretrained_bert ...
 
 Takes every `kerasbert.main` flag, and `--seeds=1,2,3` (default: --seed). Each `--sizes`
 entry is an L/H/A shape (or a `--model_size` name) trained from a random initialisation
@@ -25,27 +27,30 @@ import csv
 import dataclasses
 import io
 import os
-import sys
 
-from absl import flags
-
-from kerasbert import main as kb_main
 from kerasbert import plugins, restarts, run_folder
-from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
+from kerasbert.experiments import runner
 from kerasbert.io_utils import atomic_write_text
 
-FLAGS = kb_main.FLAGS
 PAPER_SIZES = ["3/768/12", "6/768/3", "6/768/12", "12/768/12", "12/1024/16", "24/1024/16"]
-if "sizes" not in FLAGS:  # loaded twice in one process (tests): defined once
+
+
+def define_flags(flag_values):
+    """--sizes and --checkpoint_learning_rate, beside kerasbert.main's flags."""
+    from absl import flags
+
+    if "sizes" in flag_values:  # run twice in one process: defined once
+        return
     flags.DEFINE_list("sizes", ["2/64/2", "4/128/2", "4/256/4"], "L/H/A shapes (random "
                       "initialisation), checkpoint folders, or 'paper' for the BERT paper's "
-                      "Table 6 grid (" + ", ".join(PAPER_SIZES) + ").")
+                      "Table 6 grid (" + ", ".join(PAPER_SIZES) + ").", flag_values=flag_values)
     # A random initialisation and pre-trained weights rarely train well at one rate (the
     # random-init recipe's 3e-4 is past what fine-tuning a checkpoint takes).
     flags.DEFINE_float("checkpoint_learning_rate", None, "Learning rate for the --sizes "
-                       "entries that are checkpoint folders (default: --learning_rate).")
+                       "entries that are checkpoint folders (default: --learning_rate).",
+                       flag_values=flag_values)
 
 
 def plan_grid(base, sizes, checkpoint_learning_rate=None):
@@ -91,27 +96,24 @@ def encoder_shape_and_parameters(run_dir):
 
 def plan_seeds(plan, task, seeds):
     """[(label, {seed: resolved run config in <entry folder>/seed-<n>})]."""
-    return [(label, {seed: dataclasses.replace(
-        config, seed=seed, overwrite_output_dir=False,
-        output_dir=restarts.seed_folder(config.output_dir, seed)).resolved(task)
-        for seed in seeds}) for label, config in plan]
+    return [(label, runner.seed_runs(config, task, config.output_dir, seeds))
+            for label, config in plan]
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from kerasbert.main import FLAGS, head_options
+
+    runner.no_arguments(argv)
     registry = plugins.registry()
     task = registry.task(FLAGS.task)
     head = FLAGS.head or task.default_head
-    base = RunConfig.from_flags(FLAGS, kb_main.head_options(FLAGS, head))
-    seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
+    base = RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
+    seeds = runner.parse_seeds(FLAGS.seeds, base.seed)
     if FLAGS.checkpoint_learning_rate is not None and FLAGS.checkpoint_learning_rate <= 0:
         raise InputError("--checkpoint_learning_rate: must be positive")
     rows = plan_seeds(plan_grid(base, FLAGS.sizes, FLAGS.checkpoint_learning_rate), task,
                       seeds)
-    restarts.baseline_label([label for label, _ in rows], FLAGS.baseline)
-    restarts.run_all([c for _, runs in rows for c in runs.values()],
-                     run_lib.execute_in_own_process, tool="model_size_grid")
+    runner.run_rows(rows, "model_size_grid", FLAGS.baseline)
     write_outputs(base.output_dir, task, rows, seeds, FLAGS.baseline)
     return 0
 
@@ -170,11 +172,7 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
 
     metric = task.main_metric
     info, lines = describe_rows(rows, task)
-    collected = restarts.collect(
-        [{"label": label, "runs": {s: c.output_dir for s, c in runs.items()},
-          **info.get(label, {})} for label, runs in rows], metric, task.kind,
-        task.dev_splits[0])
-    summary = restarts.summarize(collected, metric, baseline)
+    summary = runner.summarize(rows, metric, task.kind, task.dev_splits[0], baseline, info)
     keys = list(dict.fromkeys([metric] + [k for r in lines for k in r["metrics"]]))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -202,20 +200,14 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
         ("encoder parameters", params)]
     text = header + restarts.markdown(summary, scale=1.0, digits=4, row_header="entry",
                                       extra=extra)
-    restarts.write_outputs(output_dir, "grid", {task.name: summary}, text,
-                           restarts.command_line(), grid_experiment(first, seeds, info))
+    runner.publish(output_dir, "grid", {task.name: summary}, text,
+                   grid_experiment(first, seeds, info))
     plot_size_grid([{"parameters": info[r["label"]]["parameters"], "value": r["mean"],
                      "std": r["std"], "size": info[r["label"]]["size"],
                      "init": info[r["label"]]["init"], "label": r["label"]}
                     for r in summary["rows"] if r["label"] in info and r["mean"] is not None],
                    os.path.join(output_dir, "grid.png"), metric,
                    title=f"{task.name}: mean dev {metric} (± std) by encoder size")
-    sys.stdout.write(text)
 
 
-def run():
-    kb_main.run_tool(main)
-
-
-if __name__ == "__main__":
-    run()
+run = runner.command(main, define_flags)
