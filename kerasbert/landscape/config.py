@@ -133,8 +133,10 @@ class LandscapeConfig:
                 raise InputError(f"--{name}: needs --mode={mode}")
         for name in RANGES:
             values = getattr(self, name)
-            if values is not None and (problem := range_problem(values)):
-                raise InputError(f"--{name}={_joined(values)}: {problem}")
+            if values is None and name == "range_alpha":  # the --direction's default
+                continue
+            if problem := range_problem(values or ()):
+                raise InputError(f"--{name}={_joined(values or ())}: {problem}")
 
     @property
     def run_dirs(self):

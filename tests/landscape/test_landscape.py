@@ -374,3 +374,15 @@ def test_the_library_runs_from_a_config_without_flags(runs, tmp_path):
     saved = np.load(tmp_path / "out" / "2d_random_init.npz")
     np.testing.assert_allclose(saved["trajectory"],
                                directions.project(points, theta1, d1, d2), atol=1e-5)
+
+
+def test_a_second_cli_call_starts_from_the_default_flags_even_after_a_flag_error(
+        tmp_path, capsys):
+    # --mode=hessian was parsed before --grid=x failed; it must not reach the next call.
+    assert cli.main(["landscape", f"--run_dir={tmp_path}", "--mode=hessian", "--grid=x"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "kerasbert: error: flag --grid=x: invalid literal for int() with base 10: 'x'")
+    assert cli.main(["landscape", f"--run_dir={tmp_path}", "--hessian_groups"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "kerasbert: error: --hessian_groups: needs --mode=hessian")
+    assert not cli.FLAGS.is_parsed()
