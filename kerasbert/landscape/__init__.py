@@ -5,7 +5,11 @@
         → 1D interpolation θ0 → θ1, 2D surfaces around θ1 with the trajectory projected on
           them, per-layer change and layer rollback: PNGs with CSV/NPZ beside them
 
-Modules: trajectory (capture and read weights), directions (vectors in weight space),
-surface (loss/error at points of weight space), layers (per-layer change, rollback),
-plots, run (rebuild a run and its data samples), cli.
+Modules: config (LandscapeConfig: what to analyse, made once from the flags), run
+(rebuild a run and its data samples), analyse (one run's modes; every run, locked, to
+files), directions (vectors in weight space), surface (loss/error at points of weight
+space), plane (the 2D plane and its surface), layers (per-layer change, rollback), hessian
+(HVPs, Lanczos, Hutchinson, ε-sharpness), curvature (those at a run's θ1), writers (the
+CSV/NPZ/JSON/Markdown files), plots, cli (flags → LandscapeConfig → analyse_runs). Only cli
+reads flags; trajectories are captured by kerasbert.training.trajectory.
 """

@@ -16,10 +16,11 @@ from kerasbert import plugins
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.heads.classifier import ClsClassifier
-from kerasbert.landscape import cli, directions, hessian, layers, surface
+from kerasbert.landscape import cli, curvature, directions, hessian, layers, surface
+from kerasbert.landscape.config import LandscapeConfig
 from kerasbert.model.backbone import random_backbone
 from kerasbert.model.task_model import TaskModel
-from kerasbert.training.trajectory import model_weights
+from kerasbert.training.trajectory import model_weights, snapshot
 
 ROWS, SEQ, VOCAB = 7, 6, 12
 
@@ -235,6 +236,37 @@ def test_a_group_block_hessian_is_the_diagonal_block_of_the_full_one(tiny, exact
     v = np.random.default_rng(5).standard_normal(block.size)
     np.testing.assert_allclose(block.hvp(v), exact[0][np.ix_(idx, idx)] @ v, rtol=1e-4,
                                atol=1e-6)
+
+
+def test_curvature_at_theta1_from_a_config_without_flags(tiny, exact):
+    """The library as another tool calls it: a LandscapeConfig, a run, no flags."""
+    model, kind, _, _, batches = tiny
+    matrix = exact[0]
+    truth = np.linalg.eigvalsh(matrix)[::-1]
+    run = types.SimpleNamespace(model=model, kind=kind, label="tiny", trajectory=None)
+    config = LandscapeConfig(run_dir="unused", mode=("hessian", "sharpness"), top_k=2,
+                             lanczos_steps=60, hutchinson_probes=2,
+                             epsilon=(0.01, 0.1), ascent_steps=2, seed=0)
+    lines = []
+    h = curvature.hessian_at_theta1(run, batches, config, log=lines.append)
+    assert not cli.FLAGS.is_parsed()
+    np.testing.assert_allclose(h["top_eigenvalues"], truth[:2], rtol=1e-3)
+    assert h["lambda_min"] == pytest.approx(truth[-1], rel=1e-3)
+    assert h["sample"] == 7 and h["parameters"] == len(matrix) and h["probes"] == 2
+    assert h["hvps"] == 60 + 2 and "trajectory" not in h
+    # per layer group: the block traces from the same probes (their own λ1 needs
+    # --hessian_groups, the large CLI test's)
+    assert [g["group"] for g in h["groups"]] == layers.group_order(layers.weight_groups(model))
+    assert sum(g["trace"] for g in h["groups"]) == pytest.approx(h["trace"], rel=1e-6)
+    assert not any("top_eigenvalues" in g for g in h["groups"])
+    assert lines[0].startswith("kerasbert: tiny: Hessian top-2 ")
+    theta1 = snapshot(model)
+    rows = curvature.sharpness_at_theta1(run, batches, theta1, config, log=lines.append)
+    assert [r["epsilon"] for r in rows] == [0.01, 0.1]
+    assert all(r["rise"] >= 0.0 and r["biasbn"] == "ignore" and r["sample"] == 7
+               and r["steps"] == 2 for r in rows)
+    assert rows[0]["loss"] == pytest.approx(rows[1]["loss"])
+    assert all(np.array_equal(a, b) for a, b in zip(snapshot(model), theta1))  # left at θ1
 
 
 def test_filter_axes_of_a_bert_model_by_hand(tiny):

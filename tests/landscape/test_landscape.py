@@ -4,6 +4,7 @@ on a tiny random model and the bundled SST-2 sample."""
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,10 +15,11 @@ import pytest
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
-from kerasbert.landscape import cli, directions, layers, surface
+from kerasbert.landscape import analyse, cli, directions, layers, plane, surface
 from kerasbert.landscape import run as landscape_run
+from kerasbert.landscape.config import LandscapeConfig
 from kerasbert.model import encoders
-from kerasbert.training.trajectory import Trajectory, assign, snapshot
+from kerasbert.training.trajectory import Trajectory, assign, snapshot, weight_names
 
 TINY = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
         "max_seq_length": 32, "train_batch_size": 8, "eval_batch_size": 16,
@@ -275,3 +277,112 @@ def test_recorder_keeps_theta0_on_resume_and_lists_only_complete_files(tmp_path)
     assert sorted(os.listdir(tmp_path / "trajectory")) == [
         "step_0000000.npz", "step_0000002.npz", "step_0000004.npz", "step_0000005.npz",
         "trajectory.json"]
+
+
+# --- LandscapeConfig and the library without flags -----------------------------------------
+
+def _config_from(argv):
+    """The LandscapeConfig of `argv`, leaving cli.FLAGS at their defaults afterwards."""
+    try:
+        cli.FLAGS(["landscape", *argv])
+        return LandscapeConfig.from_flags(cli.FLAGS)
+    finally:
+        cli.FLAGS.unparse_flags()
+
+
+def test_landscape_config_from_flags_matches_its_defaults_and_round_trips(tmp_path):
+    assert _config_from(["--run_dir=r"]) == LandscapeConfig(run_dir="r")  # same defaults
+    config = _config_from(["--run_dir=r", "--compare_run_dir=c", "--mode=2d,hessian",
+                           "--range_1d=0,1", "--range_beta=-2,2.5", "--epsilon=0.1,1e-3",
+                           "--direction=random_pair", "--normalization=filter",
+                           "--biasbn=keep", "--hessian_groups", "--top_k=2", "--seed=7"])
+    assert config.mode == ("2d", "hessian") and config.range_1d == (0.0, 1.0)
+    assert config.range_beta == (-2.0, 2.5) and config.epsilon == (0.1, 0.001)
+    assert config.range_alpha == (-1.0, 1.0)  # random_pair's own default
+    assert config.output_dir == os.path.join("r", "landscape")
+    assert config.run_dirs == ["r", "c"] and config.hessian_groups and config.seed == 7
+    config.save(str(tmp_path / "landscape_config.json"))
+    saved = json.loads((tmp_path / "landscape_config.json").read_text())
+    assert LandscapeConfig.from_dict(saved) == config
+    # a --range_alpha given is kept whatever the direction; the default follows it
+    assert _config_from(["--run_dir=r", "--direction=random_pair", "--range_alpha=-1.5,0.5"]
+                        ).range_alpha == (-1.5, 0.5)
+    assert LandscapeConfig(run_dir="r").range_alpha == (-1.5, 0.5)
+    assert not cli.FLAGS.is_parsed()
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"run_dir": ""}, "--run_dir: required"),
+    ({"mode": ("1d", "3d")}, "--mode=1d,3d: choose from"),
+    ({"mode": ()}, "--mode=: choose from"),
+    ({"grid": 1}, "--grid=1: must be at least 2"),
+    ({"top_k": 4, "lanczos_steps": 3}, "--lanczos_steps=3: must be at least --top_k=4"),
+    ({"hutchinson_probes": 1}, "--hutchinson_probes=1"),
+    ({"loss_rise": 0.0}, "--loss_rise=0.0: must be positive"),
+    ({"epsilon": (0.01, 0.0)}, "--epsilon=0.01,0: expected positive numbers"),
+    ({"direction": "sideways"}, "--direction=sideways: must be one of random, random_pair"),
+    ({"hvp": "symbolic"}, "--hvp=symbolic: must be one of double_backward"),
+    ({"direction": "pca", "biasbn": "keep"}, "--biasbn=keep: applies to random directions"),
+    ({"hessian_trajectory": True}, "--hessian_trajectory: needs --mode=hessian"),
+    ({"range_beta": (1.0, -1.0)}, "--range_beta=1,-1: low must be below high"),
+    ({"range_1d": (0.0,)}, "--range_1d=0: expected two numbers"),
+])
+def test_landscape_config_refuses_a_bad_value_naming_its_flag(settings, message):
+    with pytest.raises(InputError, match=f"^{re.escape(message)}"):
+        LandscapeConfig(**{"run_dir": "r", **settings})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--range_alpha=a,b"], "--range_alpha=a,b: expected two numbers, low,high"),
+    (["--range_1d=0,1,2"], "--range_1d=0,1,2: expected two numbers"),
+    (["--range_1d=1.0,0"], "--range_1d=1.0,0: low must be below high"),  # as typed
+    (["--epsilon=wide"], "--epsilon=wide: expected positive numbers"),
+    (["--epsilon=0.0"], "--epsilon=0.0: expected positive numbers"),
+])
+def test_landscape_config_from_flags_refuses_list_text_as_typed(argv, message):
+    with pytest.raises(InputError, match=f"^{re.escape(message)}"):
+        _config_from(["--run_dir=r", *argv])
+
+
+def test_the_library_runs_from_a_config_without_flags(runs, tmp_path):
+    finetuned, _ = runs
+    config = LandscapeConfig(run_dir=finetuned, output_dir=str(tmp_path / "out"),
+                             mode=("1d", "2d", "layers"), train_sample=8, dev_sample=8,
+                             points_1d=3, range_1d=(0.0, 1.0), grid=3, seed=5)
+    lines = []
+    written = analyse.analyse_runs(config, log=lines.append)
+    assert not cli.FLAGS.is_parsed()
+    assert {os.path.basename(p) for p in written} == {
+        "1d.csv", "1d.png", "2d_random_init.npz", "2d.csv", "agreement.csv",
+        "2d_trajectory.csv", "2d.png", "2d_surface.png", "layers.csv", "layers.png",
+        "summary.json"}
+    assert lines[-1].startswith(f"kerasbert: landscape files in {config.output_dir}: 1d.csv")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["random init"]
+    assert summary["direction"] == "random" and summary["steps"] == [0, 2, 4]
+    # The plane on its own: δ1 and a random direction ⟂ δ1 of the same length (delta scale).
+    run = landscape_run.load(finetuned, train_sample=8, dev_sample=8)
+    theta0, theta1 = run.trajectory.start(), run.trajectory.final()
+    d1, d2, labels, explained = plane.plane(run, theta0, theta1, weight_names(run.model),
+                                            config)
+    delta = directions.subtract(theta1, theta0)
+    assert all(np.array_equal(a, b) for a, b in zip(d1, delta)) and explained is None
+    assert abs(directions.dot(d1, d2)) < 1e-4 * directions.norm(d1) * directions.norm(d2)
+    assert directions.norm(d2) == pytest.approx(directions.norm(delta), rel=1e-4)
+    assert labels[0] == "α (δ1 = θ1 − θ0)" and "matrix-normalised" in labels[1]
+    # the same config, the same plane: analyse_runs projected the trajectory on this one
+    points = [run.trajectory.load(s) for s in run.trajectory.steps]
+    saved = np.load(tmp_path / "out" / "2d_random_init.npz")
+    np.testing.assert_allclose(saved["trajectory"],
+                               directions.project(points, theta1, d1, d2), atol=1e-5)
+
+
+def test_a_second_cli_call_starts_from_the_default_flags_even_after_a_flag_error(
+        tmp_path, capsys):
+    # --mode=hessian was parsed before --grid=x failed; it must not reach the next call.
+    assert cli.main(["landscape", f"--run_dir={tmp_path}", "--mode=hessian", "--grid=x"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "kerasbert: error: flag --grid=x: invalid literal for int() with base 10: 'x'")
+    assert cli.main(["landscape", f"--run_dir={tmp_path}", "--hessian_groups"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "kerasbert: error: --hessian_groups: needs --mode=hessian")
+    assert not cli.FLAGS.is_parsed()
