@@ -157,7 +157,7 @@ def write_results(results, output_dir, direction):
     for r in results:
         entry = summary.setdefault(r["label"], {})
         entry["steps"] = r["steps"]
-        entry["run_dir"] = os.path.abspath(r["run_dir"])  # where tools/landscape_findings.py
+        entry["run_dir"] = os.path.abspath(r["run_dir"])  # where the landscape_findings experiment
         # finds the run's history and settings
         if "2d" in r:
             entry.update(agreement=r["2d"]["agreement"], flatness=r["2d"]["flatness"],
