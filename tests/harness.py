@@ -369,4 +369,8 @@ def check_head(head, kind, registry=None):
     """Every check of this module on registered head `head` for `kind`."""
     h = HeadUnderTest(head, kind, registry)
     for check in CHECKS:
-        check(h)
+        try:
+            check(h)
+        except AssertionError as e:
+            e.add_note(f"harness check {check.__name__}: {h}")
+            raise
