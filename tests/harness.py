@@ -2,19 +2,21 @@
 every kind it declares (`HeadSpec.kinds`; installed plugins' heads included).
 
 A head is a Keras layer fed the encoder's outputs (kerasbert/hookspecs.py, HeadSpec), so
-it can be checked without an encoder: `encoder_features` makes a tiny batch of them
-(batch 2, seq 8, hidden 32, 4 layers), and the checks call the head on it directly:
+it is checked without an encoder: `encoder_features` makes a tiny batch of them (batch 2,
+seq 8, hidden 32, 4 layers) and `check_head(head, kind)` builds the head from the
+HeadContext a run would give it and runs, in order:
 
-    output_layout       the kind's output shape (HeadSpec's list), finite floats
-    config_round_trip   from_config(get_config()) with the same weights computes the same
-    padding_invariance  extra padding (garbage states) leaves the real positions' outputs
-    gradients           every trainable weight of the head gets a gradient from the
-                        training loss (its own `per_example_loss`, else the kind's); a
-                        head that trains the encoder passes one on to the encoder outputs
-    determinism         the same HeadContext.seed builds the same weights and outputs
-                        (dropout too), another seed other weights
+    check_output_layout       the kind's output shape (HeadSpec's list), finite floats
+    check_config_round_trip   from_config(get_config()) through JSON computes the same
+    check_padding_invariance  extra padding (garbage states) leaves the real positions'
+                              outputs as they were
+    check_determinism         HeadContext.seed fixes the initial weights and the dropout;
+                              another seed draws other weights
+    check_gradients           the training loss (the head's own `per_example_loss`, else
+                              the kind's) reaches every trainable weight; a head that
+                              trains the encoder passes a gradient on to its outputs
 
-tests/heads/test_every_head.py runs them over every (head, kind) pair; the head tests
+tests/heads/test_head_harness.py runs it over every (head, kind) pair; the head tests
 borrow the fake outputs (`encoder_features`, `pair_features`, `pad_features`).
 """
 
