@@ -17,7 +17,7 @@ HeadContext a run would give it and runs, in order:
                               trains the encoder passes a gradient on to its outputs
 
 tests/heads/test_head_harness.py runs it over every (head, kind) pair; the head tests
-borrow the fake outputs (`encoder_features`, `pair_features`, `pad_features`).
+borrow the fake outputs (`pair_features`, `sentence_features`, `pad_features`).
 """
 
 import json
@@ -107,6 +107,19 @@ def pair_features(seed=0, hidden=8):
     return {"sequence_output": rng.normal(size=(3, 9, hidden)).astype("float32"),
             "pooled_output": rng.normal(size=(3, hidden)).astype("float32"),
             "token_ids": MASK.copy(), "segment_ids": SEGMENTS, "padding_mask": MASK}
+
+
+def sentence_features(seed=0, batch=4):
+    """The sequence heads' tests' batch (BiLSTM tagger, sequence classifier): sentences
+    of 9 positions, lengths 9, 6, 4, 2, 7, 3, 8, 5 (the first `batch`), one segment;
+    random sequence_output [batch, 9, 8] and pooled_output [batch, 8]."""
+    rng = np.random.default_rng(seed)
+    lengths = np.array([9, 6, 4, 2, 7, 3, 8, 5][:batch])[:, None]
+    mask = (np.arange(9)[None] < lengths).astype("int32")
+    return {"sequence_output": rng.normal(size=(batch, 9, 8)).astype("float32"),
+            "pooled_output": rng.normal(size=(batch, 8)).astype("float32"),
+            "token_ids": mask.copy(), "segment_ids": np.zeros_like(mask),
+            "padding_mask": mask}
 
 
 def pad_features(features, extra, seed=1, segment_fill=1):
