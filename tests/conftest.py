@@ -1,4 +1,3 @@
-import importlib.util
 import json
 import os
 import shutil
@@ -75,15 +74,13 @@ def tiny_checkpoint(tmp_path_factory):
     checkpoint of the tools/parity.py and tools/lockstep.py tests."""
     from safetensors.numpy import save_file
 
-    spec = importlib.util.spec_from_file_location(
-        "test_encoders_helpers", os.path.join(ROOT, "tests", "model", "test_encoders.py"))
-    encoders = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(encoders)
+    from tests.helpers.hf_bert import hf_config, hf_weights
+
     folder = tmp_path_factory.mktemp("tiny_hf")
     vocab = os.path.join(ROOT, "kerasbert", "data", "sample_vocab.txt")
     with open(vocab, encoding="utf-8") as f:
         size = sum(1 for _ in f)
-    save_file(encoders.hf_weights(vocab=size, positions=64), str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(encoders.hf_config(vocab=size, positions=64)))
+    save_file(hf_weights(vocab=size, positions=64), str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(hf_config(vocab=size, positions=64)))
     shutil.copy(vocab, folder / "vocab.txt")
     return str(folder)

@@ -28,12 +28,11 @@ def _python(code, env=None, timeout=300, **kwargs):
 
 
 MIRRORED = """
-    import json, sys
-    sys.path.insert(0, "tests/training")
+    import json
     from kerasbert import distribute
     distribute.split_cpu(2)
     import tensorflow as tf
-    import test_scaling as T
+    from tests.helpers import tiny_training as T
 
     one_losses, one_weights = T.train(distribute.make_strategy("one_device"))
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

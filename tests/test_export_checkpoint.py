@@ -10,11 +10,11 @@ training every weight is redrawn at a scale where a wrong transpose or name show
 run's own files are rewritten with them); the references are then:
   kerasbert's TaskModel on the same token ids (what the run computes);
   kerasbert's own HF loader reading the folder back (bit-exact round trip);
-  the independent float64 numpy BERT of tests/model/test_encoders.py on model.safetensors;
-  transformers in the torch interpreter (large; skipped without one).
+  the independent float64 numpy BERT of tests/helpers/hf_bert.py on model.safetensors;
+  transformers in the torch interpreter that KERASBERT_TORCH_PYTHON names (large; skipped
+  without one).
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -31,9 +31,10 @@ from kerasbert.config import RunConfig
 from kerasbert.export import checkpoint
 from kerasbert.model import encoders
 from kerasbert.tasks.base import Example
+from tests.helpers.hf_bert import reference_bert
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_PYTHON = os.environ.get("KERASBERT_TORCH_PYTHON", "/work/venv-torch/bin/python")
+TORCH_PYTHON = os.environ.get("KERASBERT_TORCH_PYTHON")  # with torch and transformers
 TINY = dict(init_checkpoint="random", model_size="2/32/2", dropout=0.0, max_seq_length=32,
             max_query_length=16, doc_stride=16, train_batch_size=4, max_train_examples=4,
             do_eval=False, num_train_epochs=1.0, seed=1)
@@ -46,15 +47,6 @@ RUNS = {  # name -> (task, head options, HF class)
     "sst2_raw_cls": ("sst2", {"cls_linear_use_pooler": False}, None),
 }
 ATOL = 1e-5
-
-
-def _numpy_bert():
-    """reference_bert of tests/model/test_encoders.py (a test module, not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "_numpy_bert_reference", os.path.join(HERE, "model", "test_encoders.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.reference_bert
 
 
 def _redraw_weights(model, rng):
@@ -191,7 +183,7 @@ def test_the_numpy_bert_on_model_safetensors_gives_the_runs_outputs(runs, name):
     tensors = load_file(os.path.join(r.hf, "model.safetensors"))
     config = json.load(open(os.path.join(r.hf, "config.json")))
     prefix = "bert." if r.hf_class else ""
-    sequence, pooled = _numpy_bert()(tensors, config, r.flat, prefix=prefix)
+    sequence, pooled = reference_bert(tensors, config, r.flat, prefix=prefix)
     real = _real_positions(r)
     np.testing.assert_allclose(sequence[real], r.sequence[real], atol=ATOL)
     np.testing.assert_allclose(pooled, r.pooled, atol=ATOL)
@@ -353,8 +345,9 @@ TORCH_SCRIPT = textwrap.dedent(r"""
 
 @pytest.mark.large
 def test_transformers_loads_the_folder_and_agrees(runs, tmp_path):
-    if not os.path.isfile(TORCH_PYTHON):
-        pytest.skip(f"no torch interpreter at {TORCH_PYTHON} (set KERASBERT_TORCH_PYTHON)")
+    if not (TORCH_PYTHON and os.path.isfile(TORCH_PYTHON)):
+        pytest.skip("no torch interpreter: set KERASBERT_TORCH_PYTHON to one with torch and "
+                    "transformers")
     jobs = []
     for name in RUNS:
         r = runs[name]

@@ -11,21 +11,12 @@ from kerasbert.heads.bilstm_tagger import BiLSTMTagger, build_bilstm_tagger
 from kerasbert.hookspecs import HeadContext
 from kerasbert.tasks import base
 from kerasbert.plugins import resolve_kind
-
-
-def features(seed=0):
-    """4 sentences of 9 positions, lengths 9, 6, 4, 2; states random [b, s, 8]."""
-    rng = np.random.default_rng(seed)
-    mask = (np.arange(9)[None] < np.array([[9], [6], [4], [2]])).astype("int32")
-    return {"sequence_output": rng.normal(size=(4, 9, 8)).astype("float32"),
-            "pooled_output": rng.normal(size=(4, 8)).astype("float32"),
-            "token_ids": mask.copy(), "segment_ids": np.zeros_like(mask),
-            "padding_mask": mask}
+from tests.harness import sentence_features
 
 
 def test_padding_changes_no_real_position():
     head = BiLSTMTagger(5, lstm_units=4, seed=0)
-    f = features()
+    f = sentence_features()
     logits = np.asarray(head(f))
     assert logits.shape == (4, 9, 5)
     real = f["padding_mask"] == 1
@@ -42,7 +33,7 @@ def test_padding_changes_no_real_position():
 
 
 def test_trains_and_lowers_the_tagging_loss():
-    f = features(seed=1)
+    f = sentence_features(seed=1)
     # Learnable: a token's label is which of its first three features is largest.
     labels = np.where(f["padding_mask"] == 1, f["sequence_output"][..., :3].argmax(-1),
                       -1).astype("int32")
@@ -77,7 +68,7 @@ def test_config_flags_and_factory():
     head = build_bilstm_tagger(context)
     assert (head.name, head.num_outputs, head.lstm_units, head.dropout, head.seed) == (
         "bilstm_tagger", 9, 5, 0.2, 3)
-    f = features()
+    f = sentence_features()
     logits = np.asarray(head(f))
     clone = BiLSTMTagger.from_config(head.get_config())
     clone(f)

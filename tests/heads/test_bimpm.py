@@ -16,6 +16,7 @@ from kerasbert.heads.bimpm import (BILSTM_STREAMS, BiMPM, MultiPerspectiveMatchi
 from kerasbert.hookspecs import HeadContext
 from kerasbert.tasks import base
 from kerasbert.plugins import resolve_kind
+from tests.harness import MASK, SEGMENTS, pad_features, pair_features
 
 # ---- a numpy reference, written from the paper's definitions (BiMPM, section 3.3) -----------
 
@@ -122,13 +123,8 @@ def test_matching_layer_concatenates_strategies_per_stream(tensors):
 
 # ---- splitting the packed pair ----------------------------------------------------------------
 
-SEGMENTS = np.array([[0, 0, 0, 0, 1, 1, 1, 1, 1],    # [CLS] a a [SEP] b b [SEP] pad pad
-                     [0, 0, 0, 1, 1, 1, 1, 1, 0],    # [CLS] a [SEP] b b b b [SEP] pad
-                     [0, 0, 0, 0, 0, 0, 0, 0, 0]],   # [CLS] a a a [SEP] pad ... (no B)
-                    "int32")
-MASK = np.array([[1, 1, 1, 1, 1, 1, 1, 0, 0],
-                 [1, 1, 1, 1, 1, 1, 1, 1, 0],
-                 [1, 1, 1, 1, 1, 0, 0, 0, 0]], "int32")
+# SEGMENTS, MASK: [CLS] a a [SEP] b b [SEP] pad pad; [CLS] a [SEP] b b b b [SEP] pad;
+# [CLS] a a a [SEP] pad ... (no B) (tests/harness.py, shared with Sim-Transformer's tests).
 
 
 def test_split_pair_takes_a_and_b_without_cls_sep_and_padding():
@@ -191,29 +187,6 @@ def test_a_batch_of_empty_pairs_still_has_one_column():
 
 # ---- the heads ------------------------------------------------------------------------------
 
-def pair_features(seed=0, hidden=8):
-    rng = np.random.default_rng(seed)
-    return {"sequence_output": rng.normal(size=(3, 9, hidden)).astype("float32"),
-            "pooled_output": rng.normal(size=(3, hidden)).astype("float32"),
-            "token_ids": MASK.copy(), "segment_ids": SEGMENTS, "padding_mask": MASK}
-
-
-def pad(features, extra, seed=1):
-    """`extra` more padding columns, holding garbage states and segment ids."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for key, value in features.items():
-        if key == "pooled_output":
-            out[key] = value
-        elif key == "sequence_output":
-            noise = 9.0 * rng.normal(size=value.shape[:1] + (extra,) + value.shape[2:])
-            out[key] = np.concatenate([value, noise.astype("float32")], 1)
-        else:
-            fill = 1 if key == "segment_ids" else 0
-            out[key] = np.pad(value, ((0, 0), (0, extra)), constant_values=fill)
-    return out
-
-
 def make_head(context, num_outputs=3, dropout=0.1):
     return BiMPM(num_outputs, perspectives=3, lstm_units=4, dropout=dropout, context=context,
                  seed=0)
@@ -225,7 +198,7 @@ def test_padding_changes_nothing(context):
     features = pair_features()
     logits = np.asarray(head(features))
     assert logits.shape == (3, 3) and np.isfinite(logits).all()
-    np.testing.assert_allclose(np.asarray(head(pad(features, 4))), logits, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(head(pad_features(features, 4))), logits, atol=1e-6)
     # Each pair alone, cut to its length: as in the batch next to longer pairs.
     for row, length in enumerate(MASK.sum(1)):
         alone = {k: v[row: row + 1] if k == "pooled_output" else v[row: row + 1, :length]

@@ -1,6 +1,7 @@
 """Every registered head (built-ins and installed plugins) on a task of its kind: one
 epoch of a tiny run trains it and exports it, and the SavedModel reloads and gives the same
-outputs as the trained model."""
+outputs as the trained model. Every kind a head declares gets the head harness's checks
+(tests/heads/test_head_harness.py); this end-to-end run takes its first."""
 
 import numpy as np
 import pytest

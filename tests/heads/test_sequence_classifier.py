@@ -14,17 +14,7 @@ from kerasbert.heads.sequence_classifier import (SequenceClassifier, build_seque
 from kerasbert.hookspecs import HeadContext
 from kerasbert.tasks import base
 from kerasbert.plugins import resolve_kind
-
-
-def features(seed=0, batch=4):
-    """Sentences of 9 positions, lengths 9, 6, 4, 2, ...; states random [b, s, 8]."""
-    rng = np.random.default_rng(seed)
-    lengths = np.array([9, 6, 4, 2, 7, 3, 8, 5][:batch])[:, None]
-    mask = (np.arange(9)[None] < lengths).astype("int32")
-    return {"sequence_output": rng.normal(size=(batch, 9, 8)).astype("float32"),
-            "pooled_output": rng.normal(size=(batch, 8)).astype("float32"),
-            "token_ids": mask.copy(), "segment_ids": np.zeros_like(mask),
-            "padding_mask": mask}
+from tests.harness import sentence_features
 
 
 def make_head(encoder, num_outputs=3):
@@ -41,7 +31,7 @@ def test_masked_max():
 @pytest.mark.parametrize("encoder", ["bilstm", "cnn"])
 def test_padding_changes_nothing(encoder):
     head = make_head(encoder)
-    f = features()
+    f = sentence_features()
     logits = np.asarray(head(f))
     assert logits.shape == (4, 3)
     if encoder == "cnn":
@@ -61,7 +51,7 @@ def test_padding_changes_nothing(encoder):
 @pytest.mark.parametrize("encoder,kind", [("bilstm", base.CLASSIFICATION),
                                           ("cnn", base.REGRESSION)])
 def test_trains_and_lowers_the_loss(encoder, kind):
-    f = features(seed=1, batch=8)
+    f = sentence_features(seed=1, batch=8)
     rng = np.random.default_rng(2)
     if kind == base.CLASSIFICATION:
         labels, num_outputs = rng.integers(0, 3, size=8).astype("int32"), 3
@@ -106,7 +96,7 @@ def test_config_flags_and_factory():
         "sequence_classifier", "cnn", 4, 0.2, 3)
     assert build_sequence_classifier(HeadContext(
         kind=base.CLASSIFICATION, num_outputs=2, hidden_dim=8, dropout=0.2)).encoder == "bilstm"
-    f = features()
+    f = sentence_features()
     logits = np.asarray(head(f))
     clone = SequenceClassifier.from_config(head.get_config())
     assert (clone.encoder, clone.filters, clone.kernel_sizes) == ("cnn", 4, (3, 4, 5))

@@ -12,21 +12,7 @@ from kerasbert.heads.sim_transformer import SimTransformer, build_sim_transforme
 from kerasbert.hookspecs import HeadContext
 from kerasbert.tasks import base
 from kerasbert.plugins import resolve_kind
-
-SEGMENTS = np.array([[0, 0, 0, 0, 1, 1, 1, 1, 1],    # [CLS] a a [SEP] b b [SEP] pad pad
-                     [0, 0, 0, 1, 1, 1, 1, 1, 0],    # [CLS] a [SEP] b b b b [SEP] pad
-                     [0, 0, 0, 0, 0, 0, 0, 0, 0]],   # [CLS] a a a [SEP] pad ... (no B)
-                    "int32")
-MASK = np.array([[1, 1, 1, 1, 1, 1, 1, 0, 0],
-                 [1, 1, 1, 1, 1, 1, 1, 1, 0],
-                 [1, 1, 1, 1, 1, 0, 0, 0, 0]], "int32")
-
-
-def pair_features(seed=0, hidden=8):
-    rng = np.random.default_rng(seed)
-    return {"sequence_output": rng.normal(size=(3, 9, hidden)).astype("float32"),
-            "pooled_output": rng.normal(size=(3, hidden)).astype("float32"),
-            "token_ids": MASK.copy(), "segment_ids": SEGMENTS, "padding_mask": MASK}
+from tests.harness import MASK, pad_features, pair_features
 
 
 def make_head(num_outputs=3, layers=1, dropout=0.1):
@@ -46,16 +32,7 @@ def test_padding_changes_nothing():
     features = pair_features()
     logits = np.asarray(head(features))
     assert logits.shape == (3, 3) and np.isfinite(logits).all()
-    rng = np.random.default_rng(1)
-    padded = {
-        "sequence_output": np.concatenate(
-            [features["sequence_output"], 9.0 * rng.normal(size=(3, 5, 8))], 1).astype("float32"),
-        "pooled_output": features["pooled_output"],
-        "token_ids": np.pad(MASK, ((0, 0), (0, 5))),
-        "segment_ids": np.pad(SEGMENTS, ((0, 0), (0, 5)), constant_values=1),
-        "padding_mask": np.pad(MASK, ((0, 0), (0, 5))),
-    }
-    np.testing.assert_allclose(np.asarray(head(padded)), logits, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(head(pad_features(features, 5))), logits, atol=1e-6)
     for row, length in enumerate(MASK.sum(1)):
         alone = {k: v[row: row + 1] if k == "pooled_output" else v[row: row + 1, :length]
                  for k, v in features.items()}

@@ -1,59 +1,20 @@
 """Mixed precision, XLA and gradient accumulation in the Trainer, on a tiny random model.
 
 Each test trains the same 2-layer, hidden-32 model (dropout 0, so runs are deterministic)
-on the same synthetic batches and compares losses or final weights.
+on the same synthetic batches (tests/helpers/tiny_training.py) and compares losses or final
+weights.
 """
-
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasbert import distribute, plugins
+from kerasbert import distribute
 from kerasbert.config import RunConfig
-from kerasbert.data import pipeline
 from kerasbert.errors import InputError
-from kerasbert.model import builder, encoders
-from kerasbert.training import optimization, phases, precision
-from kerasbert.training.loop import Trainer, pad_to_multiple
-
-BATCH, STEPS, SEQ = 8, 4, 16
-
-
-def _data(num_examples=BATCH * STEPS, seed=0):
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(4, SEQ + 1, num_examples)
-    lengths[::BATCH] = SEQ  # every batch is as long: one traced shape, a faster test
-    mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int32)
-    tokens = rng.integers(1000, 2000, [num_examples, SEQ]) * mask
-    inputs = {"token_ids": tokens, "segment_ids": np.zeros_like(tokens), "padding_mask": mask}
-    # Learnable: the label is whether the first real token's id is even.
-    return inputs, (tokens[:, 0] % 2).astype(np.int32)
-
-
-def train(strategy=None, policy="none", steps=STEPS, learning_rate=1e-3,
-          head_learning_rate=None, **trainer_options):
-    """(per-step losses, final weights) of a fresh tiny model trained `steps` steps."""
-    precision.set_policy(policy)
-    strategy = strategy or distribute.make_strategy("one_device")
-    registry = plugins.registry()
-    task, head = registry.task("sst2"), registry.head("cls_linear")
-    inputs, labels = _data()
-    with strategy.scope():
-        encoder = encoders.random_encoder("2/32/2", max_position=64, dropout=0.0, seed=3)
-        model = builder.build_task_model(task, head, encoder.backbone, seed=3)
-        optimizer = optimization.create_optimizer(
-            model.trainable_variables, learning_rate, steps, warmup_steps=0,
-            head_variables=phases.head_variables(model), head_learning_rate=head_learning_rate)
-        optimizer.build(model.trainable_variables)
-    trainer = Trainer(model, task.kind, strategy, optimizer, **trainer_options)
-    losses = []
-    trainer.train_epoch(pipeline.make_dataset(inputs, labels, BATCH), steps,
-                        on_step=lambda step, loss: losses.append(loss), show_progress=False)
-    weights = [w.numpy().astype(np.float32) for w in model.weights]
-    precision.set_policy("none")
-    return np.array(losses), weights
+from kerasbert.training import precision
+from kerasbert.training.loop import pad_to_multiple
+from tests.helpers.tiny_training import BATCH, STEPS, synthetic_data, train
 
 
 @pytest.fixture(scope="module")
@@ -173,13 +134,12 @@ def test_batches_of_different_lengths_share_one_traced_step(monkeypatch):
         return step(self, *args)
 
     monkeypatch.setattr(loop.Trainer, "_distributed_step", counted)
-    inputs, labels = _data()
+    inputs, labels = synthetic_data()
     for i in range(STEPS):  # batch i is 8 + 2i tokens long
         rows = slice(i * BATCH, (i + 1) * BATCH)
         inputs["padding_mask"][rows, 8 + 2 * i:] = 0
         inputs["token_ids"][rows, 8 + 2 * i:] = 0
-    monkeypatch.setattr(sys.modules[__name__], "_data", lambda: (inputs, labels))
-    losses, _ = train()
+    losses, _ = train(data=(inputs, labels))
     assert len(losses) == STEPS and len(traces) == 1
 
 
