@@ -36,6 +36,16 @@ def _define_run_config_flags():
 
 _define_run_config_flags()
 
+
+def head_options(flag_values, head_name, heads=()):
+    """The head's own flags: those named `<head_name>_...`, but not another head's whose
+    name begins so too (tagger's are not tagger_crf's, bimpm's not bimpm_no_context's)."""
+    prefix = head_name + "_"
+    others = tuple(f"{h}_" for h in heads if h.startswith(prefix))
+    return {name: flag_values[name].value for name in flag_values
+            if name.startswith(prefix) and not name.startswith(others)}
+
+
 # --- CLI only: not part of a run's config ------------------------------------------------
 flags.DEFINE_boolean("list_tasks", False, "Print the registered tasks and exit.")
 flags.DEFINE_boolean("list_heads", False, "Print the registered heads and exit.")

@@ -18,30 +18,12 @@ from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
 from kerasbert import plugins, sweep
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError, guarded
+from kerasbert.flags import head_options
 
 FLAGS = flags.FLAGS
 
 
 # --- CLI ---------------------------------------------------------------------------------
-
-def _blocked_plugins(argv):
-    """--disable_plugins must be known before plugins define their flags: pre-scan argv."""
-    for i, arg in enumerate(argv):
-        if arg.startswith("--disable_plugins="):
-            return tuple(x for x in arg.split("=", 1)[1].split(",") if x)
-        if arg == "--disable_plugins" and i + 1 < len(argv):
-            return tuple(x for x in argv[i + 1].split(",") if x)
-    return ()
-
-
-def head_options(flag_values, head_name, heads=()):
-    """The head's own flags: those named `<head_name>_...`, but not another head's whose
-    name begins so too (tagger's are not tagger_crf's, bimpm's not bimpm_no_context's)."""
-    prefix = head_name + "_"
-    others = tuple(f"{h}_" for h in heads if h.startswith(prefix))
-    return {name: flag_values[name].value for name in flag_values
-            if name.startswith(prefix) and not name.startswith(others)}
-
 
 def asks_for_sweep(flag_values):
     """Whether the flags ask for a grid of runs (kerasbert.sweep), not one run."""
@@ -85,16 +67,7 @@ def define_plugin_flags():
     """Lets every plugin define its flags (before parsing); quiets TF's Python INFO logs
     (its C++ start-up lines are kept off stderr earlier: kerasbert/startup.py)."""
     std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)  # checkpoint INFO spam
-    registry = plugins.registry(_blocked_plugins(sys.argv))
-    registry.manager.hook.kerasbert_define_flags(flag_values=FLAGS)
-
-
-def run_tool(entry):
-    """A tool's absl entry point on these flags (the benchmarks; an experiment's is
-    kerasbert.experiments.runner.command): the plugins' flags, and bad input as one line,
-    exit 2."""
-    define_plugin_flags()
-    app.run(guarded(entry))
+    plugins.define_flags(FLAGS, sys.argv)
 
 
 def run():

@@ -179,3 +179,20 @@ def resolve_kind(kind, reg=None):
     """A TaskKind from itself or from its name, looked up in `reg` (default: the process's
     registry), so callers may pass `task.kind` as it is."""
     return (reg or registry()).kind(kind) if isinstance(kind, str) else kind
+
+
+def _blocked_in(argv):
+    """--disable_plugins must be known before plugins define their flags: pre-scan argv."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--disable_plugins="):
+            return tuple(x for x in arg.split("=", 1)[1].split(",") if x)
+        if arg == "--disable_plugins" and i + 1 < len(argv):
+            return tuple(x for x in argv[i + 1].split(",") if x)
+    return ()
+
+
+def define_flags(flag_values, argv):
+    """Lets every plugin that argv's --disable_plugins leaves on define its flags on
+    `flag_values` (before they are parsed; kerasbert's CLI and the benchmarks that take its
+    flags)."""
+    registry(_blocked_in(argv)).manager.hook.kerasbert_define_flags(flag_values=flag_values)

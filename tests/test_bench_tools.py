@@ -8,19 +8,29 @@ import sys
 
 import pytest
 
+from benchmarks import bench_training
+from benchmarks.processes import TORCH_PYTHON_VARIABLE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _env(**extra):
+    """The benchmarks' environment: this checkout on the path, and no PyTorch interpreter
+    unless a test names one (so "skipped" is what they print)."""
+    env = {k: v for k, v in os.environ.items() if k != TORCH_PYTHON_VARIABLE}
+    return {**env, "PYTHONPATH": ROOT, **extra}
 
 
 @pytest.mark.large
 def test_padding_benchmark_gives_identical_results_both_ways(tmp_path):
     out = tmp_path / "pad"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "bench_padding.py"), "--task=sst2",
+        [sys.executable, "-m", "benchmarks.bench_padding", "--task=sst2",
          "--init_checkpoint=random", "--model_size=2/32/2", "--max_seq_length=64",
          "--max_train_examples=32", "--max_eval_examples=16", "--num_train_epochs=1",
          "--dropout=0", "--train_batch_size=16", f"--output_dir={out}"],
         capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "PYTHONPATH": ROOT})
+        env=_env())
     assert result.returncode == 0, result.stderr[-3000:]
     table = (out / "padding.md").read_text()
     assert table in result.stdout
@@ -34,29 +44,20 @@ def test_padding_benchmark_gives_identical_results_both_ways(tmp_path):
     assert (out / "per_batch" / "metrics.json").exists()
 
 
-def _load_tool(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _report(framework, steps, loaded=5.0, first=9.0, rss=100.0):
     return {"framework": framework, "step_times": steps, "loaded_seconds": loaded,
             "first_step_seconds": first, "matmul_flops": 100e9, "peak_rss_mb": rss}
 
 
 def test_training_benchmark_pools_rounds_and_compares_with_pytorch():
-    bench = _load_tool("bench_training")
-    xla = bench.merge_rounds([_report("kb xla", [2.0, 2.2], first=9.0, rss=300),
-                              _report("kb xla", [1.8, 2.0], first=11.0, rss=200)])
-    torch = bench.merge_rounds([_report("torch", [2.5, 2.5]), _report("torch", [2.0, 2.2])])
+    xla = bench_training.merge_rounds([_report("kb xla", [2.0, 2.2], first=9.0, rss=300),
+                                       _report("kb xla", [1.8, 2.0], first=11.0, rss=200)])
+    torch = bench_training.merge_rounds([_report("torch", [2.5, 2.5]),
+                                         _report("torch", [2.0, 2.2])])
     assert xla["step_times"] == [2.0, 2.2, 1.8, 2.0] and xla["round_steps"] == [2.1, 1.9]
     assert xla["first_step_seconds"] == 10.0 and xla["peak_rss_mb"] == 300
-    text = bench.table({"xla": xla, "pytorch": torch}, flops_per_step=100e9, batch_size=32,
-                       seq_length=128)
+    text = bench_training.table({"xla": xla, "pytorch": torch}, flops_per_step=100e9,
+                                batch_size=32, seq_length=128)
     rows = [line for line in text.splitlines() if line.startswith("| kb xla")]
     # median step 2.0 s: 16 examples/s, 2048 tokens/s, 50 GFLOP/s = 50% of 100; 1st step 5 s
     assert rows == ["| kb xla | 2.000 | 16.0 | 2048 | 50.0 | 50% of 100 | 300 | 5.0 | 5.0 |"]
@@ -68,8 +69,8 @@ def test_training_benchmark_pools_rounds_and_compares_with_pytorch():
 def test_training_benchmark_pads_every_other_row_when_asked(tmp_path):
     import numpy as np
 
-    bench = _load_tool("bench_training")
-    bench.make_batch(tmp_path / "b.npz", 2000, 8, batch_size=4, seq_length=10, padded_positions=3)
+    bench_training.make_batch(tmp_path / "b.npz", 2000, 8, batch_size=4, seq_length=10,
+                              padded_positions=3)
     batch = np.load(tmp_path / "b.npz")
     assert batch["padding_mask"].sum(1).tolist() == [10, 7, 10, 7]
     assert batch["token_ids"][1, 6:].tolist() == [102, 0, 0, 0]  # [SEP], then [PAD]s
@@ -111,11 +112,11 @@ def test_training_benchmark_runs_both_kerasbert_variants_on_a_tiny_checkpoint(tm
     (folder / "vocab.txt").write_text("".join(f"[unused{i}]\n" for i in range(vocab)))
     out = tmp_path / "bench.md"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "bench_training.py"),
+        [sys.executable, "-m", "benchmarks.bench_training",
          f"--checkpoint={folder}", "--variants=plain,xla", "--rounds=2", "--steps=2",
          "--warmup=1", "--batch_size=4", "--seq_length=16", f"--markdown={out}"],
         capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "PYTHONPATH": ROOT})
+        env=_env())
     assert result.returncode == 0, result.stderr[-3000:]
     table = out.read_text()
     assert "2 round(s) × 2 steps after 1 warm-up" in table
@@ -128,13 +129,13 @@ def test_training_benchmark_runs_both_kerasbert_variants_on_a_tiny_checkpoint(tm
 def test_group_by_length_benchmark_runs_both_ways_over_seeds(tmp_path):
     out = tmp_path / "group"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "bench_group_by_length.py"),
+        [sys.executable, "-m", "benchmarks.bench_group_by_length",
          "--task=sst2", "--init_checkpoint=random", "--model_size=2/32/2",
          "--max_seq_length=32", "--max_train_examples=64", "--max_eval_examples=16",
          "--train_batch_size=8", "--num_train_epochs=1", "--length_group_batches=2",
          "--seeds=1,2", f"--output_dir={out}"],
         capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "PYTHONPATH": ROOT})
+        env=_env())
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "group_by_length.md").read_text() in result.stdout
     import json
@@ -159,9 +160,9 @@ def test_device_check_smoke_runs_every_check_on_the_cpu(tmp_path):
 
     out = tmp_path / "device"
     result = subprocess.run(
-        [os.path.join(ROOT, "tools", "device_check.sh"), "--smoke", f"--output_dir={out}"],
+        [os.path.join(ROOT, "benchmarks", "device_check.sh"), "--smoke", f"--output_dir={out}"],
         capture_output=True, text=True, timeout=1200, check=False,
-        env={**os.environ, "PYTHONPATH": ROOT, "PYTHON": sys.executable})
+        env=_env(PYTHON=sys.executable))
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     report = json.loads((out / "device_check.json").read_text())
     assert (out / "device_check.md").read_text() in result.stdout
@@ -178,10 +179,9 @@ def test_device_check_smoke_runs_every_check_on_the_cpu(tmp_path):
 
 def test_device_check_without_a_gpu_says_so_and_exits_2(tmp_path):
     result = subprocess.run(
-        [os.path.join(ROOT, "tools", "device_check.sh"), f"--output_dir={tmp_path / 'd'}"],
+        [os.path.join(ROOT, "benchmarks", "device_check.sh"), f"--output_dir={tmp_path / 'd'}"],
         capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": ROOT, "PYTHON": sys.executable,
-             "CUDA_VISIBLE_DEVICES": "-1"})
+        env=_env(PYTHON=sys.executable, CUDA_VISIBLE_DEVICES="-1"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(
         "device_check: no GPU visible to TensorFlow")
@@ -194,7 +194,7 @@ def test_serving_benchmark_serves_each_kind_from_raw_text(tmp_path):
     HuggingFace side too where a torch interpreter is installed."""
     import json
 
-    torch_python = os.environ.get("KERASBERT_TORCH_PYTHON", "/work/venv-torch/bin/python")
+    torch_python = os.environ.get(TORCH_PYTHON_VARIABLE)
     runs = []
     for task in ("sst2", "squad", "conll2003"):
         runs.append(tmp_path / task)
@@ -203,17 +203,17 @@ def test_serving_benchmark_serves_each_kind_from_raw_text(tmp_path):
              "--model_size=2/32/2", "--max_train_examples=16", "--max_eval_examples=40",
              "--num_train_epochs=1", f"--output_dir={runs[-1]}"],
             capture_output=True, text=True, timeout=600, check=False,
-            env={**os.environ, "PYTHONPATH": ROOT})
+            env=_env())
         assert done.returncode == 0, done.stderr[-2000:]
     work = tmp_path / "work"
-    with_torch = os.path.isfile(torch_python)
+    with_torch = bool(torch_python) and os.path.isfile(torch_python)
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "bench_serving.py"),
+        [sys.executable, "-m", "benchmarks.bench_serving",
          "--run_dirs=" + ",".join(map(str, runs)), f"--work_dir={work}", "--requests=6",
          "--warmup=1", "--batches=1", "--batch_size=8"]
         + ([f"--torch_python={torch_python}"] if with_torch else []),
         capture_output=True, text=True, timeout=900, check=False,
-        env={**os.environ, "PYTHONPATH": ROOT})
+        env=_env())
     assert result.returncode == 0, result.stderr[-3000:]
     saved = json.loads((work / "serving.json").read_text())["results"]
     assert set(saved) == {"sst2", "squad_v1", "conll2003"}  # rows named by task
@@ -230,10 +230,10 @@ def test_serving_benchmark_serves_each_kind_from_raw_text(tmp_path):
 def test_serving_benchmark_refuses_an_unfinished_run(tmp_path):
     (tmp_path / "run").mkdir()
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "bench_serving.py"),
+        [sys.executable, "-m", "benchmarks.bench_serving",
          f"--run_dirs={tmp_path / 'run'}", f"--work_dir={tmp_path / 'work'}"],
         capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": ROOT})
+        env=_env())
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
         f"bench_serving: --run_dirs: {tmp_path / 'run'} is not a finished run")
@@ -244,8 +244,8 @@ def test_serving_benchmark_refuses_an_unfinished_run(tmp_path):
 def test_epoch_end_benchmark_times_each_epoch_under_two_replicas(tmp_path):
     out = tmp_path / "epochs.json"
     process = subprocess.run(
-        [sys.executable, "tools/bench_epoch_end.py", "--replicas=2", "--steps=3", "--pause=0",
-         "--epochs=2", f"--json={out}"], check=False, cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-m", "benchmarks.bench_epoch_end", "--replicas=2", "--steps=3",
+         "--pause=0", "--epochs=2", f"--json={out}"], check=False, cwd=ROOT, capture_output=True, text=True,
         timeout=300,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert process.returncode == 0, process.stderr[-3000:]
@@ -254,7 +254,8 @@ def test_epoch_end_benchmark_times_each_epoch_under_two_replicas(tmp_path):
     for epoch in report["epochs"]:
         assert 0 <= epoch["after_last_step_seconds"] <= epoch["seconds"]
     assert process.stdout.count("after the last step") == 2
-    bad = subprocess.run([sys.executable, "tools/bench_epoch_end.py", "--replicas=0"], check=False,
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.bench_epoch_end", "--replicas=0"],
+                         check=False,
                          cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--replicas" in bad.stderr.strip().splitlines()[-1]

@@ -1,25 +1,15 @@
-"""tools/lockstep.py: its comparison on hand-made losses, its flag errors, and under `large`
+"""benchmarks/lockstep.py: its comparison on hand-made losses, its flag errors, and under `large`
 both sides on a tiny HuggingFace checkpoint: in step where the recipes are the same, apart
 where they are known to differ."""
 
-import importlib.util
 import json
 import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCH_PYTHON = os.environ.get("KERASBERT_TORCH_PYTHON", "/work/venv-torch/bin/python")
+from benchmarks import lockstep
 
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-lockstep = _load("tools/lockstep.py", "lockstep")
+TORCH_PYTHON = os.environ.get("KERASBERT_TORCH_PYTHON")  # with torch and transformers
 
 
 def test_compare_names_the_first_step_that_parts():
@@ -48,8 +38,17 @@ def test_bad_flags_are_one_line_errors_before_anything_is_written(tmp_path, caps
     base = ["--torch_python=/no/python", f"--output_dir={out}"]
     assert lockstep.main(base + flags) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("lockstep: error: ") and message in err[0]
+    assert len(err) == 1 and err[0].startswith("kerasbert: error: ") and message in err[0]
     assert not out.exists()
+
+
+def test_without_a_torch_interpreter_it_says_how_to_name_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KERASBERT_TORCH_PYTHON", raising=False)
+    assert lockstep.main(["--task=sst2", f"--output_dir={tmp_path / 'out'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kerasbert: error: --torch_python: required (an interpreter with torch and "
+                   "transformers), or set KERASBERT_TORCH_PYTHON"]
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.large
@@ -64,8 +63,9 @@ def test_bad_flags_are_one_line_errors_before_anything_is_written(tmp_path, caps
 ])
 def test_both_sides_take_the_same_steps_on_a_tiny_checkpoint(tmp_path, capsys, tiny_checkpoint,
                                                              task_name, flags, agrees):
-    if not os.path.isfile(TORCH_PYTHON):
-        pytest.skip(f"no torch interpreter at {TORCH_PYTHON} (set KERASBERT_TORCH_PYTHON)")
+    if not (TORCH_PYTHON and os.path.isfile(TORCH_PYTHON)):
+        pytest.skip("no torch interpreter: set KERASBERT_TORCH_PYTHON to one with torch and "
+                    "transformers")
     code = lockstep.main([f"--task={task_name}", f"--init_checkpoint={tiny_checkpoint}",
                           "--steps=6",
                           "--learning_rate=1e-3", "--train_batch_size=8", *flags,

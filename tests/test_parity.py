@@ -1,8 +1,7 @@
-"""tools/parity.py: its arithmetic on hand-made results, its flag errors, the reference's
+"""benchmarks/parity.py: its arithmetic on hand-made results, its flag errors, the reference's
 inputs against kerasbert's, the kerasbert side end to end (and resumed), and under
 `large` both sides end to end on a tiny HuggingFace checkpoint."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -12,19 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCH_PYTHON = os.environ.get("KERASBERT_TORCH_PYTHON", "/work/venv-torch/bin/python")
+from benchmarks import parity, parity_hf
 
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-parity = _load("tools/parity.py", "parity")
-parity_hf = _load("tools/parity_hf.py", "parity_hf")
+TORCH_PYTHON = os.environ.get("KERASBERT_TORCH_PYTHON")  # with torch and transformers
 
 
 # --- arithmetic ----------------------------------------------------------------------------
@@ -126,7 +115,7 @@ def test_bad_flags_and_files_are_one_line_errors(tmp_path, capsys, flags, messag
     flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
     code = parity.main([*flags, f"--output_dir={tmp_path / 'out'}"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("parity: error: ")
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("kerasbert: error: ")
     assert re.search(message, err), err
 
 
@@ -185,7 +174,9 @@ TINY_RECIPE = ["--max_seq_length=64", "--max_train_examples=32", "--max_eval_exa
                "--num_train_epochs=1", "--train_batch_size=16"]
 
 
-def test_kerasbert_side_end_to_end_then_reused(tmp_path, tiny_checkpoint, capsys):
+def test_kerasbert_side_end_to_end_then_reused(tmp_path, tiny_checkpoint, capsys,
+                                               monkeypatch):
+    monkeypatch.delenv("KERASBERT_TORCH_PYTHON", raising=False)  # the HuggingFace side: none
     flags = ["--task=sst2", f"--init_checkpoint={tiny_checkpoint}", *TINY_RECIPE, "--seeds=3",
              f"--output_dir={tmp_path / 'cmp'}"]
     assert parity.main(flags) == 0
@@ -218,8 +209,9 @@ def test_kerasbert_side_end_to_end_then_reused(tmp_path, tiny_checkpoint, capsys
                                               ("squad_v1", "1"), ("squad_v2", "1")])
 def test_both_sides_end_to_end_on_a_tiny_checkpoint(tmp_path, tiny_checkpoint, capsys,
                                                     task_name, seeds):
-    if not os.path.isfile(TORCH_PYTHON):
-        pytest.skip(f"no torch interpreter at {TORCH_PYTHON} (set KERASBERT_TORCH_PYTHON)")
+    if not (TORCH_PYTHON and os.path.isfile(TORCH_PYTHON)):
+        pytest.skip("no torch interpreter: set KERASBERT_TORCH_PYTHON to one with torch and "
+                    "transformers")
     squad = ["--max_query_length=16", "--doc_stride=16"] if task_name.startswith("squad") else []
     flags = [f"--task={task_name}", f"--init_checkpoint={tiny_checkpoint}", *TINY_RECIPE,
              *squad, f"--seeds={seeds}", f"--torch_python={TORCH_PYTHON}",

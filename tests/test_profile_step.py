@@ -1,4 +1,4 @@
-"""tools/profile_step.py: self times, busy time and the tables from a hand-made trace; one
+"""benchmarks/profile_step.py: self times, busy time and the tables from a hand-made trace; one
 real profile of a tiny model."""
 
 import json
@@ -8,17 +8,9 @@ import sys
 
 import pytest
 
+from benchmarks import profile_step
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _tool():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "profile_step", os.path.join(ROOT, "tools", "profile_step.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _space(threads):
@@ -43,7 +35,6 @@ def _space(threads):
 
 
 def test_self_times_take_nested_ops_out_and_busy_time_is_the_union():
-    tool = _tool()
     space = _space({
         "tf_Compute/1": [
             ("ExecutorState::Process", None, 0, 1000),  # not an op
@@ -58,17 +49,17 @@ def test_self_times_take_nested_ops_out_and_busy_time_is_the_union():
             ("fused_adam_w/ResourceApplyAdam", "ResourceApplyAdam", 80, 60)],
         "tf_data_private_threadpool/3": [("Sum", "Sum", 500, 400)],  # the input's: left out
     })
-    events = tool.op_events(space)
+    events = profile_step.op_events(space)
     assert sorted(e[2] for e in events) == ["ResourceApplyAdam", "StatefulPartitionedCall",
                                             "Sum", "_MklEinsum", "_MklMatMul"]
-    own = {kind: ps / 10**6 for _, kind, ps in tool.self_times(events)}
+    own = {kind: ps / 10**6 for _, kind, ps in profile_step.self_times(events)}
     assert own == {"StatefulPartitionedCall": 30, "_MklEinsum": 30, "_MklMatMul": 40,
                    "ResourceApplyAdam": 60, "Sum": 20}
     # union: [0, 140) and [300, 320)
-    assert tool.busy_ps(events) == 160 * 10**6
+    assert profile_step.busy_ps(events) == 160 * 10**6
 
     # two steps in 0.5 ms of wall time
-    summary = tool.summarize(space, wall_seconds=500e-6, steps=2, top=2)
+    summary = profile_step.summarize(space, wall_seconds=500e-6, steps=2, top=2)
     assert summary["step_seconds"] == pytest.approx(250e-6)
     assert summary["busy_seconds"] == pytest.approx(80e-6)
     assert summary["gap_seconds"] == pytest.approx(170e-6)
@@ -86,17 +77,16 @@ def test_self_times_take_nested_ops_out_and_busy_time_is_the_union():
 
 
 def test_a_trace_without_ops_is_refused():
-    tool = _tool()
     with pytest.raises(ValueError, match="no TensorFlow op events"):
-        tool.summarize(_space({"tf_Compute/1": [("ExecutorState::Process", None, 0, 5)]}),
-                       1.0, 1)
+        profile_step.summarize(
+            _space({"tf_Compute/1": [("ExecutorState::Process", None, 0, 5)]}), 1.0, 1)
 
 
 def test_profile_of_a_tiny_model_names_the_step_parts(tmp_path):
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "profile_step.py"), "--model_size=2/32/2",
+        [sys.executable, "-m", "benchmarks.profile_step", "--model_size=2/32/2",
          "--batch_size=4", "--seq_length=16", "--steps=2", "--warmup=1",
-         f"--output_dir={tmp_path}"], capture_output=True, text=True, check=False)
+         f"--output_dir={tmp_path}"], capture_output=True, text=True, check=False, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads((tmp_path / "profile.json").read_text())
     phases = {r["phase"] for r in summary["parts"]}
@@ -109,9 +99,9 @@ def test_profile_of_a_tiny_model_names_the_step_parts(tmp_path):
 
 def test_profile_refuses_a_zero_warmup(tmp_path):
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "profile_step.py"), "--model_size=2/32/2",
+        [sys.executable, "-m", "benchmarks.profile_step", "--model_size=2/32/2",
          "--warmup=0", f"--output_dir={tmp_path}"], capture_output=True, text=True,
-        check=False)
+        check=False, cwd=ROOT)
     assert result.returncode != 0
     assert "--warmup=0" in result.stderr
     assert not list(tmp_path.iterdir())

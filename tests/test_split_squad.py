@@ -1,20 +1,16 @@
 """tools/split_squad.py: whole articles to each side, files kerasbert's SQuAD task reads,
 one line and nothing written for bad input."""
 
-import importlib.util
 import json
 import os
 
 import pytest
 
 from kerasbert import plugins
+from tools import split_squad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "kerasbert", "data", "samples", "squad", "train-v1.1.json")
-spec = importlib.util.spec_from_file_location("split_squad",
-                                              os.path.join(ROOT, "tools", "split_squad.py"))
-split_squad = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(split_squad)
 
 
 def read(path):

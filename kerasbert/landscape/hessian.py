@@ -16,7 +16,7 @@ Hessian-vector products, two ways (`hvp=`), one traced function per batch shape:
   no forward rules for most ops and derives them by differentiating their gradients again,
   so here it traced 3× slower and ran slower on MiniLM's shape (README, "Sharpness").
 Both are exact (tests/landscape/test_hessian.py checks them against finite differences of
-the gradient and the Hessian built by `tape.jacobian`); tools/bench_landscape.py times
+the gradient and the Hessian built by `tape.jacobian`); benchmarks/bench_landscape.py times
 them.
 
 LayerNorm needs care: `tf.nn.moments`, which Keras' LayerNormalization uses on

@@ -37,7 +37,7 @@ ENCODER_CONFIG = "encoder_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 VOCAB = "vocab.txt"
 PRESET_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
-# Learned from the bundled samples by tools/make_sample_vocab.py (1,371 word pieces): the
+# Learned from the bundled samples by tools/samples/make_sample_vocab.py (1,371 word pieces): the
 # vocabulary of random-init encoders when the MiniLM package is not installed.
 SAMPLE_VOCAB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "sample_vocab.txt")
 

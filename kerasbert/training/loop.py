@@ -263,7 +263,7 @@ def without_graph_optimizer():
     On a CPU it spent 0.6–0.8 s of the first step rewriting the training step's ~5,600
     ops, and the steps were as fast without it: MiniLM, batch 32, 2 cores, three
     alternating pairs (2026-12-02): model loaded → first step 3.3–3.7 s with it, 2.8–3.0 s
-    without; tools/bench_training.py's step 0.471 s without it, 0.487 s with
+    without; benchmarks/bench_training.py's step 0.471 s without it, 0.487 s with
     (docs/experiments/speed-and-memory.md).
     """
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})

@@ -214,7 +214,7 @@ class PhaseRunner:
             evaluated = time.perf_counter()
             metrics = self.dev_metrics(trainer) if config.do_eval else {}
             # The dev evaluation's own share of `seconds` (cumulative train + dev time), so
-            # that training time can be told apart (tools/parity.py compares both).
+            # that training time can be told apart (benchmarks/parity.py compares both).
             eval_seconds = time.perf_counter() - evaluated
             row = {"phase": phase.name, "epoch": epoch + 1,
                    "step": step_offset + int(optimizer.iterations.numpy()),

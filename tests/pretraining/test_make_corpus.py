@@ -1,18 +1,13 @@
-"""tools/make_pretraining_corpus.py --source=wordnet: WordNet database lines become
+"""tools/samples/make_pretraining_corpus.py --source=wordnet: WordNet database lines become
 "lemma: definition." and example sentences, documents break at a lexicographer file and
 every 20 synsets, and a folder without the database files is refused before the output
 exists."""
 
-import importlib.util
 import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-spec = importlib.util.spec_from_file_location(
-    "make_pretraining_corpus", os.path.join(ROOT, "tools", "make_pretraining_corpus.py"))
-corpus = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(corpus)
+from tools.samples import make_pretraining_corpus as corpus
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
 

@@ -488,13 +488,13 @@ def test_evaluate_file_reads_conlleval_input(tmp_path):
 
 
 def test_bundled_sample_equals_generator_output(tmp_path):
-    subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_conll_samples.py"),
-                    "--out", str(tmp_path)], check=True)
+    subprocess.run([sys.executable, "-m", "tools.samples.make_conll_samples",
+                    "--out", str(tmp_path)], check=True, cwd=REPO)
     for name in ("train.txt", "valid.txt", "test.txt"):
         with open(os.path.join(TASK.sample_dir(), name), encoding="utf-8") as f:
             committed = f.read()
         assert committed == (tmp_path / name).read_text(encoding="utf-8"), \
-            f"{name}: regenerate with tools/make_conll_samples.py"
+            f"{name}: regenerate with python -m tools.samples.make_conll_samples"
 
 
 def test_bundled_sample_reads_and_needs_windows_at_64(tokenizer):

@@ -242,8 +242,8 @@ def test_bundled_sample_reads(name):
 
 
 def test_bundled_samples_equal_generator_output(tmp_path):
-    subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_glue_samples.py"),
-                    "--out", str(tmp_path)], check=True, timeout=60)
+    subprocess.run([sys.executable, "-m", "tools.samples.make_glue_samples",
+                    "--out", str(tmp_path)], check=True, timeout=60, cwd=REPO)
     bundled = os.path.dirname(sample_dir("cola"))
     folders = sorted(os.listdir(tmp_path))
     assert folders == sorted(t.folder for t in TASKS.values())
@@ -252,7 +252,7 @@ def test_bundled_samples_equal_generator_output(tmp_path):
         assert sorted(n for n in os.listdir(os.path.join(bundled, folder)) if n.endswith(".tsv")) == names
         match, mismatch, errors = filecmp.cmpfiles(tmp_path / folder, os.path.join(bundled, folder),
                                                    names, shallow=False)
-        assert (mismatch, errors) == ([], []), f"{folder}: regenerate with tools/make_glue_samples.py"
+        assert (mismatch, errors) == ([], []), f"{folder}: regenerate with python -m tools.samples.make_glue_samples"
 
 
 def test_bundled_samples_are_small():

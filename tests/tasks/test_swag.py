@@ -331,12 +331,12 @@ def test_bundled_sample_reads():
 
 
 def test_bundled_sample_equals_generator_output(tmp_path):
-    subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_swag_samples.py"),
-                    "--out", str(tmp_path)], check=True, timeout=60)
+    subprocess.run([sys.executable, "-m", "tools.samples.make_swag_samples",
+                    "--out", str(tmp_path)], check=True, timeout=60, cwd=REPO)
     names = ["test.csv", "train.csv", "val.csv"]
     assert sorted(os.listdir(tmp_path)) == names
     match, mismatch, errors = filecmp.cmpfiles(tmp_path, TASK.sample_dir(), names, shallow=False)
-    assert (mismatch, errors) == ([], []), "regenerate with tools/make_swag_samples.py"
+    assert (mismatch, errors) == ([], []), "regenerate with python -m tools.samples.make_swag_samples"
 
 
 def test_bundled_sample_is_small():

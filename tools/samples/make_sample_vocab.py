@@ -7,7 +7,7 @@ CSVs, SQuAD JSON, CoNLL-2003 columns) with tensorflow_text's BERT vocabulary tra
 (kerasbert.pretraining.data.learn_vocab), lower-cased, BERT's special tokens first, so the
 tiny fallback model covers the words it is demonstrated on.
 
-    python tools/make_sample_vocab.py            # rewrites kerasbert/data/sample_vocab.txt
+    python -m tools.samples.make_sample_vocab            # rewrites kerasbert/data/sample_vocab.txt
 """
 
 import argparse
@@ -15,12 +15,11 @@ import csv
 import glob
 import json
 import os
-import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-SAMPLES = os.path.join(ROOT, "kerasbert", "data", "samples")
+from tools.samples import DATA_DIR
+
+SAMPLES = os.path.join(DATA_DIR, "samples")
 
 
 def _is_text(cell):
@@ -70,8 +69,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vocab_size", type=int, default=8000,
                         help="the trainer's target; it returns fewer on little text")
-    parser.add_argument("--out", default=os.path.join(ROOT, "kerasbert", "data",
-                                                      "sample_vocab.txt"))
+    parser.add_argument("--out", default=os.path.join(DATA_DIR, "sample_vocab.txt"))
     args = parser.parse_args()
     from kerasbert.pretraining.data import learn_vocab
 

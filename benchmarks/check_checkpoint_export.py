@@ -1,7 +1,7 @@
 """A finished classification run exported both ways, predicting on raw text elsewhere.
 
-    python tools/check_checkpoint_export.py --run_dir=runs/sst2 --work_dir=/tmp/export-check \
-        [--torch_python=/work/venv-torch/bin/python] [--max_examples=64] [--data_dir=...]
+    python -m benchmarks.check_checkpoint_export --run_dir=runs/sst2 --work_dir=/tmp/export-check \
+        [--torch_python=<python with torch>] [--max_examples=64] [--data_dir=...]
 
 Exports the run (kerasbert.export.checkpoint) as a keras-hub preset and as a HuggingFace
 folder into --work_dir (new or empty), reads the run's dev examples, and compares the run's
@@ -19,6 +19,8 @@ import sys
 
 import numpy as np
 
+from benchmarks.processes import add_torch_python_flag, missing_interpreter
+from kerasbert.errors import InputError, guarded
 from kerasbert.export import checkpoint
 
 TORCH_SIDE = r"""
@@ -42,15 +44,18 @@ def compare(name, theirs, ours):
     print(f"{name}: max |logit difference| {np.abs(theirs - ours).max():.2e}{agreement}")
 
 
+@guarded
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run_dir", required=True)
     parser.add_argument("--work_dir", required=True)
-    parser.add_argument("--torch_python", default=None)
+    add_torch_python_flag(parser, "the transformers side; without it that side is skipped")
     parser.add_argument("--max_examples", type=int, default=64)
     parser.add_argument("--data_dir", default=None,
                         help="The task's official files (default: the bundled sample).")
     args = parser.parse_args()
+    if args.torch_python and missing_interpreter(args.torch_python):
+        raise InputError(missing_interpreter(args.torch_python))
     kh, hf = (os.path.join(args.work_dir, n) for n in ("keras_hub", "huggingface"))
     for line in (checkpoint.export_checkpoint(args.run_dir, kh, "keras_hub")
                  + checkpoint.export_checkpoint(args.run_dir, hf, "huggingface")):
@@ -82,4 +87,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

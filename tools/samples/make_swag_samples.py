@@ -8,7 +8,7 @@ with that activity while three come from other, unrelated activities. The signal
 purpose, so a small pre-trained encoder (all-MiniLM-L6-v2) learns it in three epochs on CPU,
 yet varied: 40 activities x 3 openings x 10 people x 4 continuations.
 
-    python tools/make_swag_samples.py [--out kerasbert/data/samples/swag]
+    python -m tools.samples.make_swag_samples [--out kerasbert/data/samples/swag]
 
 The committed files must equal this script's output (tests/tasks/test_swag.py checks).
 """
@@ -18,6 +18,8 @@ import csv
 import io
 import os
 import random
+
+from tools.samples import DATA_DIR
 
 SEED = 20240611
 N_TRAIN, N_VAL, N_TEST = 300, 80, 20
@@ -304,8 +306,7 @@ def write_all(out_dir):
 
 
 def main(argv=None):
-    default = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "kerasbert", "data", "samples", "swag")
+    default = os.path.join(DATA_DIR, "samples", "swag")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=default, help="output folder (default: %(default)s)")
     write_all(parser.parse_args(argv).out)

@@ -1,7 +1,7 @@
 """How long an epoch goes on after its last step: Trainer.train_epoch on a tiny model.
 
-    python tools/bench_epoch_end.py --replicas=2 --steps=60 --pause=0.3 --epochs=4
-    python tools/bench_epoch_end.py --replicas=2 ... --tensorflow_defaults   # the wait back
+    python -m benchmarks.bench_epoch_end --replicas=2 --steps=60 --pause=0.3 --epochs=4
+    python -m benchmarks.bench_epoch_end --replicas=2 ... --tensorflow_defaults   # the wait back
 
 tf.data's autotuning thread sleeps in waits that double up to 60 s, and an iterator
 destroyed beside a training step waited for the sleep to end: seconds to a minute lost at

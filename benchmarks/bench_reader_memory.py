@@ -1,6 +1,6 @@
 """Peak memory of reading (and featurizing) a large GLUE TSV, against the file's size.
 
-    python tools/bench_reader_memory.py --megabytes=200 [--featurize_rows=100000]
+    python -m benchmarks.bench_reader_memory --megabytes=200 [--featurize_rows=100000]
 
 Generates an SST-2-layout train.tsv of about --megabytes in /tmp (random words from the
 BERT vocabulary, ~10 words a row), then measures, each in a fresh process, the peak
@@ -12,10 +12,10 @@ resident memory (VmHWM, reset after the imports) above the memory after its impo
              their Examples (int32 token/segment/mask arrays: 1.5 KB a row, kept)
 Prints one JSON object per mode and a summary table.
 
-    python tools/bench_reader_memory.py --start_training --megabytes=1024 --memory_megabytes=100
+    python -m benchmarks.bench_reader_memory --start_training --megabytes=1024 --memory_megabytes=100
 
 instead starts training (5 steps of a random 2-layer H=32 model at max_seq_length 128,
-batch 32, no evaluation) with `kerasbert.main.execute` from generated files, each run in a
+batch 32, no evaluation) with `kerasbert.run.execute` from generated files, each run in a
 fresh process, and measures the same peak above the post-import RSS:
   train_memory  --stream_train_data=false: Examples, then the padded feature arrays
   train_stream  --stream_train_data=true: a counting pass, then a generator featurizing
@@ -25,7 +25,7 @@ fresh process, and measures the same peak above the post-import RSS:
 at 1 MB (the fixed cost of building and tracing the model), --memory_megabytes (all
 modes) and --megabytes (streamed only: in memory it would need ~80 times the file).
 
-    python tools/bench_reader_memory.py --start_training --task=conll2003 --megabytes=200 --memory_megabytes=20
+    python -m benchmarks.bench_reader_memory --start_training --task=conll2003 --megabytes=200 --memory_megabytes=20
 
 does the same for CoNLL-2003 files (`word POS chunk NER` lines, 4-30 vocabulary words a
 sentence, random IOB2 entities; a sentence longer than a row makes several rows): the
@@ -40,14 +40,12 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from benchmarks.processes import child_env, module_command
 
 
 def _vocab():
     """BERT's uncased vocabulary when the MiniLM package is installed (the measured runs),
     else the bundled sample vocabulary."""
-    sys.path.insert(0, ROOT)
     from kerasbert.model.encoders import default_vocab
 
     return default_vocab()
@@ -237,11 +235,11 @@ def main():
     print(f"generated {args.path}: {os.path.getsize(args.path) / 2**20:.0f} MB, {rows} rows",
           flush=True)
     results = []
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3",
-           "CUDA_VISIBLE_DEVICES": ""}
+    env = child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
     for mode in ("stream", "whole", "examples", "featurize"):
-        out = subprocess.run([sys.executable, __file__, f"--mode={mode}", f"--path={args.path}",
-                              f"--featurize_rows={args.featurize_rows}"],
+        out = subprocess.run(module_command(sys.executable, "bench_reader_memory", f"--mode={mode}",
+                                            f"--path={args.path}",
+                                            f"--featurize_rows={args.featurize_rows}"),
                              check=True, capture_output=True, text=True, env=env)
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
@@ -255,8 +253,7 @@ def main():
 
 
 def start_training(args):
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3",
-           "CUDA_VISIBLE_DEVICES": ""}
+    env = child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
     plan = [(1, "train_memory"), (1, "train_stream"), (args.memory_megabytes, "train_memory"),
             (args.memory_megabytes, "train_stream"), (args.memory_megabytes, "epoch_stream"),
             (args.megabytes, "train_stream")]
@@ -274,9 +271,10 @@ def start_training(args):
         try:
             for mode in [m for mb, m in plan if mb == megabytes]:
                 out = subprocess.run(
-                    [sys.executable, __file__, f"--mode={mode}", f"--path={path}",
-                     f"--rows={rows}", f"--shuffle_buffer_size={args.shuffle_buffer_size}",
-                     f"--task={args.task}"],
+                    module_command(sys.executable, "bench_reader_memory", f"--mode={mode}",
+                                   f"--path={path}", f"--rows={rows}",
+                                   f"--shuffle_buffer_size={args.shuffle_buffer_size}",
+                                   f"--task={args.task}"),
                     check=True, capture_output=True, text=True, env=env)
                 results.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(json.dumps(results[-1]), flush=True)

@@ -15,20 +15,18 @@ Then Hessian-vector products per second of the training loss on the training sam
 forward_over_backward (ForwardAccumulator over a GradientTape) and double_backward (a
 tape over a tape); a gradient's time beside them for scale.
 
-    python tools/bench_landscape.py                       # tiny random model, 21×21
-    python tools/bench_landscape.py --model_size=6/384/12 --grid=5 --sample=128
-    python tools/bench_landscape.py --model_size=6/384/12 --grid=0 --sample=32 --hvps=3
+    python -m benchmarks.bench_landscape                       # tiny random model, 21×21
+    python -m benchmarks.bench_landscape --model_size=6/384/12 --grid=5 --sample=128
+    python -m benchmarks.bench_landscape --model_size=6/384/12 --grid=0 --sample=32 --hvps=3
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def build(args):

@@ -1,12 +1,12 @@
 """The GPU check: one command that measures and verifies kerasbert on one GPU machine.
 
-    tools/device_check.sh                  # on a GPU machine, ~8 minutes
-    tools/device_check.sh --smoke          # the same checks on the CPU with a tiny model (CI)
+    benchmarks/device_check.sh                  # on a GPU machine, ~8 minutes
+    benchmarks/device_check.sh --smoke          # the same checks on the CPU with a tiny model (CI)
 
 Checks, each a row of `<output_dir>/device_check.md` and `device_check.json`:
 
 1. the training step with `--mixed_precision=mixed_bfloat16 --jit_compile`
-   (tools/bench_training.py, random weights) for the MiniLM-L6 and BERT-base shapes at 128
+   (benchmarks/bench_training.py, random weights) for the MiniLM-L6 and BERT-base shapes at 128
    and 512 tokens: tokens/s and model FLOP utilisation against the GPU's bf16 peak
    (--peak_tflops, default by the GPU's name) and against a bf16 matmul measured in the same
    process;
@@ -28,8 +28,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks.processes import CHECKOUT, child_env
 
 # Dense bf16 tensor-core peaks (TFLOP/s, SXM parts, no sparsity), by a word of the GPU's name.
 BF16_PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
@@ -54,7 +53,7 @@ def plan(smoke):
 
 def _python(args, env=None, timeout=900):
     result = subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                            cwd=ROOT, env={**os.environ, **(env or {})}, timeout=timeout,
+                            cwd=CHECKOUT, env=child_env(env), timeout=timeout,
                             check=False)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:3])} ... exit {result.returncode}: "
@@ -66,8 +65,9 @@ def step_benchmark(p, out, peak_tflops):
     rows = []
     for name, size, length in p["shapes"]:
         path = os.path.join(out, f"step-{size.replace('/', '-')}-{length}.json")
-        _python(["tools/bench_training.py", f"--model_size={size}", f"--seq_length={length}",
-                 f"--batch_size={p['batch_size']}", f"--steps={p['steps']}",
+        _python(["-m", "benchmarks.bench_training", f"--model_size={size}",
+                 f"--seq_length={length}", f"--batch_size={p['batch_size']}",
+                 f"--steps={p['steps']}",
                  f"--warmup={p['warmup']}", "--variants=xla",
                  "--mixed_precision=mixed_bfloat16", f"--matmul_size={p['matmul_size']}",
                  f"--json={path}"])

@@ -11,11 +11,12 @@ against a dense float32 matmul measured in the same process, peak RSS, and the t
 process start to the model being loaded and from there to the end of the first step; then
 each variant's throughput against PyTorch's, per round and overall.
 
-    python tools/bench_training.py --rounds=3 --torch_python=/work/venv-torch/bin/python
-    python tools/bench_training.py --variants=xla --mixed_precision=mixed_bfloat16  # a GPU
+    python -m benchmarks.bench_training --rounds=3 --torch_python=<python with torch>
+    python -m benchmarks.bench_training --variants=xla --mixed_precision=mixed_bfloat16  # a GPU
 
 The PyTorch side needs an interpreter with torch and transformers (never a kerasbert
-dependency; see README, Speed); without --torch_python it is skipped with a message.
+dependency; see README, Speed), named by --torch_python or $KERASBERT_TORCH_PYTHON;
+without either it is skipped with a message.
 """
 
 import argparse
@@ -30,8 +31,9 @@ import time
 import numpy as np
 
 START = time.time()
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+
+from benchmarks.processes import (  # noqa: E402  (after START: the worker's clock)
+    add_torch_python_flag, child_env, missing_interpreter, module_command)
 
 
 def model_flops_per_step(config, batch_size, seq_length):
@@ -84,7 +86,7 @@ def build_step(args, data):
     """The benchmark's step in this process: (model, Trainer, endless dataset of the one
     batch, seconds from process start to the model being loaded). `args` carries
     mixed_precision, model_size, checkpoint, jit_compile, gradient_accumulation_steps;
-    `data` is make_batch's file, loaded. tools/profile_step.py profiles the same step."""
+    `data` is make_batch's file, loaded. benchmarks/profile_step.py profiles the same step."""
     from kerasbert import distribute, plugins
     from kerasbert.data import pipeline
     from kerasbert.model import builder, encoders
@@ -173,7 +175,8 @@ def shape_of(model_size, vocab_size):
 
 def run_side(command, label):
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, check=False,
+                            env=child_env())
     if result.returncode != 0:
         sys.exit(f"bench_training: the {label} side failed:\n{result.stderr[-3000:]}")
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -246,8 +249,7 @@ def main():
     parser.add_argument("--mixed_precision", default="none",
                         choices=["none", "mixed_float16", "mixed_bfloat16"])
     parser.add_argument("--gradient_accumulation_steps", type=int, default=1)
-    parser.add_argument("--torch_python", default=None, help="an interpreter with torch and "
-                        "transformers for the reference side")
+    add_torch_python_flag(parser, "the reference side")
     parser.add_argument("--model_size", default=None, help="L/H/A: random weights of this "
                         "shape instead of --checkpoint (e.g. 12/768/12, BERT-base); "
                         "kerasbert only")
@@ -263,6 +265,8 @@ def main():
                      f"--seq_length - 2 ({args.seq_length - 2}); a row keeps [CLS] and [SEP]")
     if args.worker == "kerasbert":
         return kerasbert_worker(args)
+    if args.torch_python and missing_interpreter(args.torch_python):
+        sys.exit(f"bench_training: {missing_interpreter(args.torch_python)}")
 
     if args.model_size:
         from kerasbert.model.encoders import default_vocab
@@ -299,13 +303,14 @@ def main():
         for _ in range(args.rounds):
             for variant in variants:
                 rounds.setdefault(variant, []).append(run_side(
-                    [sys.executable, os.path.abspath(__file__), "--worker=kerasbert",
-                     f"--data={data}", *passed,
-                     *(["--jit_compile"] if variant == "xla" else [])], "kerasbert"))
+                    module_command(sys.executable, "bench_training", "--worker=kerasbert",
+                                   f"--data={data}", *passed,
+                                   *(["--jit_compile"] if variant == "xla" else [])),
+                    "kerasbert"))
             if args.torch_python:
                 rounds.setdefault("pytorch", []).append(run_side(
-                    [args.torch_python, os.path.join(ROOT, "tools", "bench_training_torch.py"),
-                     data, args.checkpoint, str(args.steps), str(args.warmup)], "PyTorch"))
+                    module_command(args.torch_python, "bench_training_torch", data,
+                                   args.checkpoint, args.steps, args.warmup), "PyTorch"))
         if not args.torch_python:
             print("bench_training: no --torch_python: the PyTorch reference is skipped")
     sides = {label: merge_rounds(reports) for label, reports in rounds.items()}

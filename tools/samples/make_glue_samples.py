@@ -9,7 +9,7 @@ agreement of the resolved pronoun (WNLI). Pair tasks are built in groups that sh
 first sentence (one hypothesis per label, as MNLI and WNLI are), so labels are balanced and
 the first sentence alone never gives the answer away.
 
-    python tools/make_glue_samples.py [--out kerasbert/data/samples/glue]
+    python -m tools.samples.make_glue_samples [--out kerasbert/data/samples/glue]
 
 The committed files must equal this script's output (tests/tasks/test_glue.py checks).
 """
@@ -17,6 +17,8 @@ The committed files must equal this script's output (tests/tasks/test_glue.py ch
 import argparse
 import os
 import random
+
+from tools.samples import DATA_DIR
 
 SEED = 20240601
 # Rows per split: train / dev / test (pair tasks: groups of 2, MNLI groups of 3).
@@ -614,8 +616,7 @@ def write_all(out_dir):
 
 
 def main(argv=None):
-    default = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "kerasbert", "data", "samples", "glue")
+    default = os.path.join(DATA_DIR, "samples", "glue")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=default, help="output folder (default: %(default)s)")
     write_all(parser.parse_args(argv).out)

@@ -1,7 +1,7 @@
-"""Where a training step spends its time: tools/bench_training.py's step under TensorFlow's
-profiler, read back into tables.
+"""Where a training step spends its time: benchmarks/bench_training.py's step under
+TensorFlow's profiler, read back into tables.
 
-    python tools/profile_step.py --seq_length=128 --steps=3 --output_dir=runs/profile-128
+    python -m benchmarks.profile_step --seq_length=128 --steps=3 --output_dir=runs/profile-128
 
 Builds the step bench_training times (same weights, batch, optimizer and Trainer; here in
 this process), runs --warmup steps, then --steps steps under `tf.profiler`, and reads the
@@ -30,11 +30,7 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
-import bench_training  # tools/, on the path above
+from benchmarks import bench_training
 
 PARTS = (("layer_norm", "layer norm"), ("self_attention", "attention"),
          ("feedforward", "feed-forward"), ("embedding", "embeddings"))
@@ -224,7 +220,7 @@ def main():
     tf.profiler.experimental.stop()
 
     summary = summarize(read_space(trace_dir), wall, args.steps, args.top)
-    summary["command"] = " ".join(["python", "tools/profile_step.py", *sys.argv[1:]])
+    summary["command"] = " ".join(["python", "benchmarks/profile_step.py", *sys.argv[1:]])
     summary["shape"] = {k: config[k] for k in ("num_hidden_layers", "hidden_size")}
     title = (f"{config['num_hidden_layers']}-layer BERT, hidden {config['hidden_size']}, batch "
              f"{args.batch_size} × seq {args.seq_length}, "

@@ -7,7 +7,7 @@ come from a small word list and a few rules: plausible, not gold (the reader ign
 Each split has a few long results lines that need windows at max_seq_length 64, and names
 that split into many word pieces (e.g. "Schwarzenkopfberger").
 
-    python tools/make_conll_samples.py [--out kerasbert/data/samples/conll2003]
+    python -m tools.samples.make_conll_samples [--out kerasbert/data/samples/conll2003]
 
 The committed files must equal this script's output (tests/tasks/test_conll.py checks).
 """
@@ -15,6 +15,8 @@ The committed files must equal this script's output (tests/tasks/test_conll.py c
 import argparse
 import os
 import random
+
+from tools.samples import DATA_DIR
 
 SEED = 20240607
 SIZES = {"train": 200, "valid": 60, "test": 30}  # sentences per split
@@ -206,10 +208,8 @@ def write_all(out_dir):
 
 
 def main(argv=None):
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.join(here, "kerasbert", "data", "samples",
-                                                      "conll2003"))
+    parser.add_argument("--out", default=os.path.join(DATA_DIR, "samples", "conll2003"))
     write_all(parser.parse_args(argv).out)
 
 

@@ -1,8 +1,8 @@
-"""The HuggingFace side of tools/parity.py: transformers + PyTorch, run by parity.py in an
+"""The HuggingFace side of benchmarks/parity.py: transformers + PyTorch, run by parity.py in an
 interpreter that has torch and transformers. It imports nothing of kerasbert (which needs
 neither, and may not be installed there).
 
-    <torch python> tools/parity_hf.py <spec.json>
+    <torch python> -m benchmarks.parity_hf <spec.json>
 
 The spec (written by parity.py) names the checkpoint, the examples (JSON lines that
 kerasbert's own readers produced, so both sides train and score the same subset; for SQuAD

@@ -1,6 +1,6 @@
 """Throughput of SQuAD feature building and span decoding (questions per second).
 
-    python tools/bench_squad_features.py --data_file=/work/shared/data/squad/dev-v1.1-part-a.json
+    python -m benchmarks.bench_squad_features --data_file=<SQuAD>/dev-v1.1.json
 
 Feature building: official JSON -> examples -> windows of ids (read once; the tokenizer is
 built and warmed up before timing). Decoding: n-best span search, text mapping and (v2) the
@@ -9,20 +9,15 @@ as the span head masks it. Each number is the median of --repeats runs.
 """
 
 import argparse
-import os
 import statistics
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from kerasbert.data.tokenization import WordPieceTokenizer  # noqa: E402
-from kerasbert.heads.span import PADDING_LOGIT  # noqa: E402
-from kerasbert.tasks import squad  # noqa: E402
-
-from kerasbert.model.encoders import default_vocab  # noqa: E402
+from kerasbert.data.tokenization import WordPieceTokenizer
+from kerasbert.heads.span import PADDING_LOGIT
+from kerasbert.model.encoders import default_vocab
+from kerasbert.tasks import squad
 
 VOCAB = default_vocab()  # BERT's uncased vocabulary when the MiniLM package is installed
 

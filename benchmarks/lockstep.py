@@ -2,10 +2,10 @@
 HuggingFace transformers + PyTorch from the same weights on the same batches, with nothing
 random left, compared loss by loss.
 
-    python tools/lockstep.py --task=conll2003 --data_dir=../shared/data/conll2003 \\
-        --steps=12 --torch_python=/work/venv-torch/bin/python --output_dir=runs/lockstep-conll
+    python -m benchmarks.lockstep --task=conll2003 --data_dir=../shared/data/conll2003 \\
+        --steps=12 --torch_python=<python with torch> --output_dir=runs/lockstep-conll
 
-tools/parity.py compares distributions over seeds, where head initialisation, dropout and
+benchmarks/parity.py compares distributions over seeds, where head initialisation, dropout and
 data order differ by construction; this tool removes all three, so that what is left is the
 recipe itself: the model's arithmetic, the loss, the gradients, clipping, AdamW and the
 schedule. kerasbert builds the task model as a run does (encoder from --init_checkpoint,
@@ -13,7 +13,7 @@ default the MiniLM-L6 package, the task's default head, every dropout 0 unless -
 writes it with its new head as a HuggingFace folder (kerasbert.export.checkpoint), saves the first
 --steps batches of the training split in file order (its feature rows, each batch trimmed
 to its longest row); then kerasbert's Trainer and FusedAdamW take those steps, and
-tools/lockstep_hf.py (in --torch_python) takes them with parity_hf.py's AdamW, schedule
+benchmarks/lockstep_hf.py (in --torch_python) takes them with parity_hf.py's AdamW, schedule
 and step. The schedule is kerasbert's over --steps steps (warmup int(steps × 0.1)).
 With --dropout > 0 the sides draw different masks: the steps part, and only the mean loss
 over the steps compares (it tells whether the two dropouts regularise alike).
@@ -21,7 +21,7 @@ over the steps compares (it tells whether the two dropouts regularise alike).
 Writes <output_dir>/lockstep.json and lockstep.md (also printed): each step's two losses
 and their difference. Exit 0 when every step agrees within --tolerance (relative to the
 loss), 1 when they part (the first such step is named: the update before it differs),
-2 on a bad flag. The two differences tools/parity.py keeps on purpose are taken out:
+2 on a bad flag. The two differences benchmarks/parity.py keeps on purpose are taken out:
 CoNLL's loss is averaged over the batch's words as HF does (--tagging_loss=token_mean;
 sentence_mean parts, as it should), and for SQuAD the HF side leaves padding out of the
 start/end softmax as kerasbert's span head does (BertForQuestionAnswering's own loss
@@ -36,24 +36,22 @@ import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-# (imported after the path is set: this checkout's kerasbert)
-from kerasbert import plugins, run  # noqa: E402
-from kerasbert.config import RunConfig  # noqa: E402
-from kerasbert.data import pipeline  # noqa: E402
-from kerasbert.data.tokenization import WordPieceTokenizer  # noqa: E402
-from kerasbert.errors import InputError  # noqa: E402
-from kerasbert.export import checkpoint  # noqa: E402
-from kerasbert.io_utils import atomic_write_json, atomic_write_text  # noqa: E402
-from kerasbert.model import encoders  # noqa: E402
-from kerasbert.training import optimization  # noqa: E402
-from kerasbert.training.loop import Trainer, trainer_options  # noqa: E402
+from benchmarks.processes import (
+    add_torch_python_flag, child_env, module_command, require_torch_python)
+from kerasbert import plugins, run
+from kerasbert.config import RunConfig
+from kerasbert.data import pipeline
+from kerasbert.data.tokenization import WordPieceTokenizer
+from kerasbert.errors import InputError, guarded
+from kerasbert.export import checkpoint
+from kerasbert.io_utils import atomic_write_json, atomic_write_text
+from kerasbert.model import encoders
+from kerasbert.training import optimization
+from kerasbert.training.loop import Trainer, trainer_options
 
 
-class LockstepError(Exception):
-    """A bad flag: one line, exit 2, nothing written."""
+class LockstepError(InputError):
+    """A bad flag: one line (kerasbert.errors.guarded), exit 2, nothing written."""
 
 
 def parse_args(argv):
@@ -76,14 +74,14 @@ def parse_args(argv):
                    "so only the mean loss over the steps compares")
     p.add_argument("--tolerance", type=float, default=1e-4,
                    help="the largest |kerasbert − HF| / max(1, |HF|) of an agreeing step")
-    p.add_argument("--torch_python", required=True,
-                   help="an interpreter with torch and transformers")
+    add_torch_python_flag(p, "the HuggingFace side (required)")
     p.add_argument("--output_dir", required=True)
     return p.parse_args(argv)
 
 
 def check_args(args, registry):
     """Every flag checked before anything is built or written."""
+    require_torch_python(args.torch_python)  # first, as argparse did when it was required
     registry.task(args.task)  # an unknown task: InputError, naming the known ones
     for name in ("steps", "train_batch_size", "learning_rate", "max_seq_length",
                  "max_query_length", "doc_stride", "tolerance"):
@@ -192,19 +190,16 @@ def markdown(rows, parted, header):
     return "\n".join(lines) + "\n"
 
 
+@guarded
 def main(argv=None):
     args = parse_args(argv)
     registry = plugins.registry()
-    try:
-        check_args(args, registry)
-        task, kind, config, model, tokenizer, strategy, batches = build(args, registry)
-        initial = checkpoint.TrainedRun(config, task, model, tokenizer, run_dir=None)
-        match = checkpoint.match_head(initial)
-        if match.hf_class is None:
-            raise LockstepError(f"--task={args.task}: {match.note}")
-    except (LockstepError, InputError) as e:
-        print(f"lockstep: error: {e}", file=sys.stderr)
-        return 2
+    check_args(args, registry)
+    task, kind, config, model, tokenizer, strategy, batches = build(args, registry)
+    initial = checkpoint.TrainedRun(config, task, model, tokenizer, run_dir=None)
+    match = checkpoint.match_head(initial)
+    if match.hf_class is None:
+        raise LockstepError(f"--task={args.task}: {match.note}")
     os.makedirs(args.output_dir, exist_ok=True)
     folder = os.path.join(args.output_dir, "hf_initial")
     os.makedirs(folder, exist_ok=True)
@@ -223,9 +218,9 @@ def main(argv=None):
             "dropout": args.dropout,
             "output_file": os.path.join(args.output_dir, "huggingface.json")}
     atomic_write_json(os.path.join(args.output_dir, "spec.json"), spec)
-    done = subprocess.run([args.torch_python, os.path.join(ROOT, "tools", "lockstep_hf.py"),
-                           os.path.join(args.output_dir, "spec.json")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(module_command(args.torch_python, "lockstep_hf",
+                                         os.path.join(args.output_dir, "spec.json")),
+                          capture_output=True, text=True, check=False, env=child_env())
     if done.returncode != 0:
         print(f"lockstep: the HuggingFace side failed:\n{done.stderr[-3000:]}", file=sys.stderr)
         return 1

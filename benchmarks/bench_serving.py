@@ -1,7 +1,7 @@
 """Benchmark: serving a fine-tuned run, kerasbert's SavedModel vs a HuggingFace pipeline.
 
-    python tools/bench_serving.py --run_dirs=runs/sst2,runs/squad,runs/conll \
-        --work_dir=/tmp/serving [--torch_python=/work/venv-torch/bin/python] [--rounds=3]
+    python -m benchmarks.bench_serving --run_dirs=runs/sst2,runs/squad,runs/conll \
+        --work_dir=/tmp/serving [--torch_python=<python with torch>] [--rounds=3]
 
 For each finished run it writes the TF Serving export (kerasbert.export.saved_model) and,
 with --torch_python, the HuggingFace folder (kerasbert.export.checkpoint) of the same
@@ -33,8 +33,7 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchmarks.processes import add_torch_python_flag, missing_interpreter
 
 # What both servers run once they define `call(batch)` and `framework`: the first answer
 # (timed from the parent's clock at spawn, argv[2]), single requests, batches, and the
@@ -210,8 +209,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run_dirs", required=True, help="finished runs, comma-separated")
     parser.add_argument("--work_dir", required=True, help="exports go here (new or empty)")
-    parser.add_argument("--torch_python", default=None, help="an interpreter with torch and "
-                        "transformers for the HuggingFace side")
+    add_torch_python_flag(parser, "the HuggingFace side")
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch_size", type=int, default=32)
@@ -225,6 +223,8 @@ def main():
     for run in runs:  # every refusal before anything is exported
         if not run_folder.is_finished(run):
             sys.exit(f"bench_serving: --run_dirs: {run} is not a finished run")
+    if args.torch_python and missing_interpreter(args.torch_python):
+        sys.exit(f"bench_serving: {missing_interpreter(args.torch_python)}")
     if os.path.exists(args.work_dir) and os.listdir(args.work_dir):
         sys.exit(f"bench_serving: --work_dir={args.work_dir} is not empty")
     for name, value in (("requests", args.requests), ("batch_size", args.batch_size),

@@ -1,10 +1,10 @@
 """Benchmark: per-batch padding (kerasbert's pipeline) vs always padding to max_seq_length.
 
-    python tools/bench_padding.py --task=sst2 --data_dir=<GLUE>/SST-2 \
+    python -m benchmarks.bench_padding --task=sst2 --data_dir=<GLUE>/SST-2 \
         --max_train_examples=640 --num_train_epochs=1 --dropout=0 --output_dir=runs/pad-sst2
 
-Takes every `kerasbert.main` flag and runs the same task twice, end to end: once as
-kerasbert does (each batch trimmed to its own longest sequence, kerasbert/data/pipeline.py)
+Takes every flag of `python -m kerasbert.main` and runs the same task twice, end to end: once
+as kerasbert does (each batch trimmed to its own longest sequence, kerasbert/data/pipeline.py)
 and once with every batch padded back to --max_seq_length, each in a fresh process. Padded positions are masked out
 of attention, so with --dropout=0 (dropout masks are drawn per shape) both give the same
 losses and metrics up to float rounding. Prints a table (also written to
@@ -16,15 +16,13 @@ import os
 import sys
 import time
 
-from absl import app
-
-from kerasbert import main as kb_main
+from benchmarks import run_flags
+from benchmarks.processes import child_env, module_command
 from kerasbert import plugins, run_folder
 from kerasbert import run as run_lib
-from kerasbert.config import RunConfig
 from kerasbert.io_utils import atomic_write_text
 
-FLAGS = kb_main.FLAGS
+FLAGS = run_flags.FLAGS
 
 
 def padded_to_max_length(make_dataset):
@@ -58,8 +56,7 @@ def run_variant(variant):
     if variant == "max_length":
         pipeline.make_dataset = padded_to_max_length(pipeline.make_dataset)
     task = plugins.registry().task(FLAGS.task)
-    run_lib.execute(RunConfig.from_flags(FLAGS, kb_main.head_options(
-        FLAGS, FLAGS.head or task.default_head)))
+    run_lib.execute(run_flags.run_config(task))
 
 
 def main(argv):
@@ -72,9 +69,9 @@ def main(argv):
     for variant, name in VARIANTS.items():
         out = os.path.join(FLAGS.output_dir, variant)
         started = time.perf_counter()
-        subprocess.run([sys.executable, os.path.abspath(__file__), *sys.argv[1:],
-                        f"--bench_variant={variant}", f"--output_dir={out}",
-                        "--overwrite_output_dir"], check=True)
+        subprocess.run(module_command(sys.executable, "bench_padding", *sys.argv[1:],
+                                      f"--bench_variant={variant}", f"--output_dir={out}",
+                                      "--overwrite_output_dir"), check=True, env=child_env())
         wall = time.perf_counter() - started
         metrics = run_folder.read_metrics(out)
         last = run_folder.read_run_history(out)[-1]
@@ -98,5 +95,4 @@ if __name__ == "__main__":
     from absl import flags
 
     flags.DEFINE_enum("bench_variant", None, list(VARIANTS), "(internal) run one variant.")
-    kb_main.define_plugin_flags()
-    app.run(main)
+    run_flags.run(main)

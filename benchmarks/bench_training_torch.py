@@ -1,7 +1,7 @@
-"""The PyTorch reference of tools/bench_training.py (run by it, in an interpreter that has
+"""The PyTorch reference of benchmarks/bench_training.py (run by it, in an interpreter that has
 torch and transformers; imports nothing of kerasbert, which needs neither).
 
-    <torch python> tools/bench_training_torch.py <data.npz> <checkpoint folder> <steps> <warmup>
+    <torch python> -m benchmarks.bench_training_torch <data.npz> <checkpoint folder> <steps> <warmup>
 
 HuggingFace BertForSequenceClassification from the same safetensors, the classifier set to
 the kerasbert head's initial weights, AdamW (lr 2e-5, weight decay 0.01 except biases and

@@ -1,7 +1,7 @@
-"""The HuggingFace side of tools/lockstep.py, run in an interpreter with torch and
+"""The HuggingFace side of benchmarks/lockstep.py, run in an interpreter with torch and
 transformers (it imports nothing of kerasbert):
 
-    <torch python> tools/lockstep_hf.py <spec.json>
+    <torch python> -m benchmarks.lockstep_hf <spec.json>
 
 Loads the HF folder lockstep.py wrote from kerasbert's initial model (encoder and head) with
 every dropout off, and takes the same training steps on the same batches (kerasbert's
@@ -10,13 +10,11 @@ every step to the spec's output file.
 """
 
 import json
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import parity_hf  # noqa: E402 (this folder's: the optimizer and step the parity runs use)
+from benchmarks import parity_hf  # the optimizer and step the parity runs use
 
 
 def batch_of(torch, arrays, step, kind):
@@ -41,7 +39,7 @@ def batch_of(torch, arrays, step, kind):
 def span_loss_without_padding(torch):
     """SQuAD's loss with padding out of the start/end softmax, as kerasbert's span head
     computes it (padding logit −10000). BertForQuestionAnswering's own loss covers the
-    padding of the batch too: the one difference tools/parity.py keeps on purpose; taken out
+    padding of the batch too: the one difference benchmarks/parity.py keeps on purpose; taken out
     here so that the lockstep compares the rest."""
     def loss_of(model, batch):
         batch = dict(batch)

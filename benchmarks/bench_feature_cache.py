@@ -11,19 +11,17 @@ Both use the same batches (in file order, each trimmed to its longest row, as ke
 pipeline does) and traced steps; the first epoch of each is a warm-up (tracing) and is not
 timed. Break-even: the number of epochs after which extraction + cached epochs beat live.
 
-    python tools/bench_feature_cache.py                       # MiniLM-L6 if installed, else tiny
-    python tools/bench_feature_cache.py --model_size=base --lstm_units=768 --data_dir=...
+    python -m benchmarks.bench_feature_cache                       # MiniLM-L6 if installed, else tiny
+    python -m benchmarks.bench_feature_cache --model_size=base --lstm_units=768 --data_dir=...
 """
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def load(args):

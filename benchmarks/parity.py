@@ -1,10 +1,10 @@
 """Side by side with HuggingFace: one fine-tuning recipe run by kerasbert and by a
-HuggingFace transformers + PyTorch reference (tools/parity_hf.py), several seeds each,
+HuggingFace transformers + PyTorch reference (benchmarks/parity_hf.py), several seeds each,
 compared on quality and time.
 
-    python tools/parity.py --task=mrpc --data_dir=../shared/data/glue/MRPC \\
+    python -m benchmarks.parity --task=mrpc --data_dir=../shared/data/glue/MRPC \\
         --max_train_examples=1000 --num_train_epochs=3 --learning_rate=5e-5 --seeds=1,2,3 \\
-        --torch_python=/work/venv-torch/bin/python --output_dir=runs/parity-mrpc
+        --torch_python=<python with torch> --output_dir=runs/parity-mrpc
 
 Tasks: the nine GLUE tasks, conll2003, swag, squad_v1 and squad_v2. Both sides start from
 the same HuggingFace BERT folder (--init_checkpoint, default: the MiniLM-L6 package), train
@@ -25,7 +25,7 @@ Writes <output_dir>/parity.json and parity.md (also printed): per side the metri
 mean ± sample std and min–max over seeds, the seconds and peak RSS; the difference of the
 means (kerasbert − HF) with a 95% Welch t interval; and every run. Resumable: a seed's
 finished result (<output_dir>/<side>/seed-<n>/result.json) is reused. Without
---torch_python the HuggingFace side is skipped with a message.
+--torch_python (or $KERASBERT_TORCH_PYTHON) the HuggingFace side is skipped with a message.
 """
 
 import argparse
@@ -40,13 +40,11 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-# (imported after the path is set: this checkout's kerasbert)
+from benchmarks import parity_hf
+from benchmarks.processes import add_torch_python_flag, child_env, module_command
 from kerasbert import run_folder
 from kerasbert.analysis.stats import describe, welch_interval
-from kerasbert.errors import InputError
+from kerasbert.errors import InputError, guarded
 from kerasbert.io_utils import (
     atomic_write_json,
     atomic_write_text,
@@ -73,8 +71,8 @@ RECIPE = ("task", "data_dir", "init_checkpoint", "max_train_examples", "max_eval
 RECIPE_DEFAULTS = {"tagging_loss": "sentence_mean"}
 
 
-class ParityError(Exception):
-    """A bad flag or file: one line, exit 2."""
+class ParityError(InputError):
+    """A bad flag or file: one line (kerasbert.errors.guarded), exit 2."""
 
 
 # --- Arithmetic ----------------------------------------------------------------------------
@@ -191,12 +189,8 @@ def span_features(task, splits, checkpoint, max_seq_length):
     kerasbert's tokenizer, cased or not as the reference decides it (parity_hf.py)."""
     from kerasbert.data.tokenization import WordPieceTokenizer  # TensorFlow: only for SQuAD
 
-    spec = importlib.util.spec_from_file_location(
-        "parity_hf", os.path.join(ROOT, "tools", "parity_hf.py"))
-    reference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reference)
     tokenizer = WordPieceTokenizer(os.path.join(checkpoint, "vocab.txt"),
-                                   do_lower_case=reference.lower_cases(checkpoint))
+                                   do_lower_case=parity_hf.lower_cases(checkpoint))
     return {split: task.featurize(examples, tokenizer, max_seq_length)
             for split, examples in splits.items()}
 
@@ -303,10 +297,8 @@ def run_kerasbert(args, seed, folder):
     flags = {name: getattr(args, name) for name in RECIPE if getattr(args, name) is not None}
     command = [sys.executable, "-m", "kerasbert.main", *(f"--{k}={v}" for k, v in flags.items()),
                f"--seed={seed}", f"--output_dir={run_dir}", "--overwrite_output_dir"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
     log = os.path.join(folder, "log.txt")
-    code, seconds, rss, others = measure(command, log, env)
+    code, seconds, rss, others = measure(command, log, child_env())
     if code != 0:
         raise RuntimeError(f"the kerasbert side failed for seed {seed} (exit {code}); "
                            f"{log}: {_last_lines(log)}")
@@ -337,9 +329,9 @@ def run_huggingface(args, seed, folder, task, splits, files, features):
         spec["outside_label"] = task.label_list.index("O")
     spec_file = os.path.join(folder, "spec.json")
     atomic_write_json(spec_file, spec)
-    command = [args.torch_python, os.path.join(ROOT, "tools", "parity_hf.py"), spec_file]
+    command = module_command(args.torch_python, "parity_hf", spec_file)
     log = os.path.join(folder, "log.txt")
-    code, seconds, rss, others = measure(command, log, {**os.environ, "HF_HUB_OFFLINE": "1"})
+    code, seconds, rss, others = measure(command, log, child_env({"HF_HUB_OFFLINE": "1"}))
     if code != 0:
         raise RuntimeError(f"the HuggingFace side failed for seed {seed} (exit {code}); "
                            f"{log}: {_last_lines(log)}")
@@ -389,8 +381,7 @@ def parse_args(argv=None):
                    choices=("sentence_mean", "token_mean"),
                    help="conll2003: kerasbert's --tagging_loss (the reference always averages "
                    "over the batch's labelled words, token_mean)")
-    p.add_argument("--torch_python", default=None, help="an interpreter with torch and "
-                   "transformers for the HuggingFace side; without it that side is skipped")
+    add_torch_python_flag(p, "the HuggingFace side; without it that side is skipped")
     p.add_argument("--keep_run_files", action="store_true",
                    help="keep kerasbert's weights, checkpoints and TensorBoard files")
     return p.parse_args(argv)
@@ -503,18 +494,14 @@ def run_seed(args, task, splits, files, features, side, seed):
     return result
 
 
+@guarded
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        task = check_args(args)
-        splits = read_splits(task, args.data_dir, args.max_train_examples,
-                             args.max_eval_examples)
-        features = (span_features(task, splits, args.init_checkpoint, args.max_seq_length)
-                    if task.kind == SPAN else None)
-        check_output_dir(args)  # only now is anything written
-    except (ParityError, InputError) as e:
-        print(f"parity: error: {e}", file=sys.stderr)
-        return 2
+    task = check_args(args)
+    splits = read_splits(task, args.data_dir, args.max_train_examples, args.max_eval_examples)
+    features = (span_features(task, splits, args.init_checkpoint, args.max_seq_length)
+                if task.kind == SPAN else None)
+    check_output_dir(args)  # only now is anything written
     files = write_reference_data(task, splits, os.path.join(args.output_dir, "data"), features)
     if args.torch_python is None:
         print("parity: no --torch_python: the HuggingFace side is skipped", flush=True)
@@ -542,7 +529,7 @@ def main(argv=None):
               f"batch {args.train_batch_size}, epochs {args.num_train_epochs:g}, warmup "
               f"{args.warmup_proportion:g}, weight decay {args.weight_decay:g}, max_seq_length "
               f"{args.max_seq_length}; seeds {', '.join(map(str, args.seeds))}.\n\n"
-              "    python tools/parity.py " + " ".join(sys.argv[1:] if argv is None else argv))
+              "    python -m benchmarks.parity " + " ".join(sys.argv[1:] if argv is None else argv))
     text = markdown(summary, results, header)
     atomic_write_json(os.path.join(args.output_dir, "parity.json"),
                       {"recipe": {k: getattr(args, k) for k in RECIPE}, "seeds": args.seeds,

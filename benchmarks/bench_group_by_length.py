@@ -1,11 +1,11 @@
 """Benchmark: --group_by_length vs per-batch padding alone, over seeds: training time and the
 dev metric.
 
-    python tools/bench_group_by_length.py --task=sst2 --data_dir=<GLUE>/SST-2 \
+    python -m benchmarks.bench_group_by_length --task=sst2 --data_dir=<GLUE>/SST-2 \
         --max_train_examples=2000 --num_train_epochs=1 --seeds=1,2,3 --output_dir=runs/group-sst2
 
-Takes every `kerasbert.main` flag. Each (variant, seed) is an ordinary kerasbert run in
-`<output_dir>/<variant>/seed-<n>/`, both variants with the same seed, so they differ only in
+Takes every flag of `python -m kerasbert.main`. Each (variant, seed) is an ordinary kerasbert
+run in `<output_dir>/<variant>/seed-<n>/`, both variants with the same seed, so they differ only in
 how the epoch's shuffled rows are cut into batches; finished runs are reused. The order of
 the two alternates from seed to seed, so that whatever warms up in the process (or loads the
 machine) falls on both. Writes `group_by_length.md` / `.json`: per variant the training
@@ -19,14 +19,13 @@ import dataclasses
 import os
 import sys
 
-from kerasbert import main as kb_main
+from benchmarks import run_flags
 from kerasbert import plugins, restarts, run_folder
 from kerasbert import run as run_lib
 from kerasbert.analysis import stats
-from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 
-FLAGS = kb_main.FLAGS
+FLAGS = run_flags.FLAGS
 VARIANTS = ("per-batch padding", "group_by_length")
 
 
@@ -118,7 +117,7 @@ def main(argv):
         raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
     registry = plugins.registry()
     task = registry.task(FLAGS.task)
-    base = RunConfig.from_flags(FLAGS, kb_main.head_options(FLAGS, FLAGS.head or task.default_head))
+    base = run_flags.run_config(task)
     seeds = restarts.parse_seeds(FLAGS.seeds, base.seed)
     rows = plan(base, task, seeds)
     # Alternate which variant runs first, seed by seed.
@@ -140,4 +139,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    kb_main.run_tool(main)
+    run_flags.run(main)

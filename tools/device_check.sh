@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-# The GPU check (tools/device_check.py): on one GPU machine, in about 8 minutes,
-#   tools/device_check.sh [--output_dir=runs/device_check] [--peak_tflops=989]
-# and on the CPU with a tiny model, as CI runs it:
-#   tools/device_check.sh --smoke
-set -euo pipefail
-cd "$(dirname "$0")/.."
-exec "${PYTHON:-python3}" tools/device_check.py "$@"
