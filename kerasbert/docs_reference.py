@@ -24,6 +24,7 @@ import typing
 from absl import flags
 
 from kerasbert import flags as kb_flags
+from kerasbert import main as kb_main  # defines the command line's flags it has of its own
 from kerasbert import run_folder
 from kerasbert.config import RunConfig
 from kerasbert.heads import builtin as builtin_heads
@@ -83,10 +84,16 @@ def _flag_rows(flag_list):
     return rows
 
 
+# The modules that define kerasbert.main's flags (by absl's record of who defined a flag; a
+# test of every flag in a fresh process catches a module missing here).
+CLI_FLAG_MODULES = (kb_flags.__name__, kb_main.__name__)
+
+
 def cli_only_flags():
-    """The flags kerasbert/flags.py defines beyond RunConfig's fields."""
+    """The flags the command line defines beyond RunConfig's fields."""
     fields = {f.name for f in dataclasses.fields(RunConfig)}
-    defined = flags.FLAGS.flags_by_module_dict().get(kb_flags.__name__, [])
+    by_module = flags.FLAGS.flags_by_module_dict()
+    defined = [f for module in CLI_FLAG_MODULES for f in by_module.get(module, [])]
     return [f for f in defined if f.name not in fields]
 
 
