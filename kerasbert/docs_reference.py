@@ -5,7 +5,9 @@
 
 flags.md: every flag of `kerasbert.main`: RunConfig's fields (name, type, default, choices and
 help, grouped as config.py groups them), the command line's own flags (kerasbert/flags.py)
-and the built-in heads' flags (their `kerasbert_define_flags` hook). run-folder.md: the files
+and the built-in heads' flags (their `kerasbert_define_flags` hook). other-commands.md: the
+flags of the landscape, pre-training and experiment commands (OTHER_COMMANDS), each read in
+a process of its own. run-folder.md: the files
 of a run folder, from kerasbert/run_folder.py's docstring and its names. heads.md: the
 built-in heads' HeadSpecs. Plugins' flags and heads are left out: they depend on what is
 installed. docs/contributing.md: CONTRIBUTING.md, copied into the site. docs/figures/README.md:
@@ -19,6 +21,7 @@ import inspect
 import os
 import re
 import sys
+import types
 import typing
 
 from absl import flags
@@ -79,8 +82,9 @@ def _flag_rows(flag_list):
         choices = getattr(flag.parser, "enum_values", None)
         kind = "enum" if choices else flag.flag_type()
         detail = f" One of: {', '.join(f'`{c}`' for c in choices)}." if choices else ""
+        help = re.sub(r"^<[^>]*>: ", "", flag.help)  # absl's enum help starts <a|b>:
         rows.append(f"| `--{flag.name}` | {kind} | {_default(flag.default)} | "
-                    f"{_cell(flag.help)}{detail} |")
+                    f"{_cell(help)}{detail} |")
     return rows
 
 
@@ -133,6 +137,85 @@ def flags_page():
               "`python -m kerasbert.main --helpfull`.\n\n",
               "| flag | type | default | what it does |\n", "|---|---|---|---|\n"]
     lines += [row + "\n" for row in _flag_rows(head_flags())]
+    return "".join(lines)
+
+
+# The other commands with flags of their own: (how it is run, the module that defines them).
+# An experiment also takes every kerasbert.main flag; its own are listed.
+OTHER_COMMANDS = (
+    ("python -m kerasbert.landscape", "kerasbert.landscape.cli"),
+    ("python -m kerasbert.pretraining.create_data", "kerasbert.pretraining.create_data"),
+    ("python -m kerasbert.pretrain", "kerasbert.pretrain"),
+    ("python -m kerasbert.experiments strategies", "kerasbert.experiments.strategies"),
+    ("python -m kerasbert.experiments ner_table", "kerasbert.experiments.ner_table"),
+    ("python -m kerasbert.experiments model_size", "kerasbert.experiments.model_size"),
+)
+# Run in a process of its own per command: the commands define flags of the same names.
+_COLLECT = """
+import importlib, json, sys
+from absl import flags
+module = importlib.import_module(sys.argv[1])
+if hasattr(module, "define_flags"):
+    values = flags.FlagValues()
+    module.define_flags(values)
+    found = [values[name] for name in values]
+elif isinstance(getattr(module, "FLAGS", None), flags.FlagValues) and module.FLAGS is not flags.FLAGS:
+    found = [module.FLAGS[name] for name in module.FLAGS]
+else:
+    found = flags.FLAGS.flags_by_module_dict().get(sys.argv[1], [])
+print(json.dumps([dict(name=f.name, kind=f.flag_type(), default=f.default, help=f.help,
+                       choices=getattr(f.parser, "enum_values", None)) for f in found],
+                 default=str))
+"""
+
+
+@dataclasses.dataclass
+class _Flag:
+    """A flag read back from another process, shaped as _flag_rows reads an absl flag."""
+
+    name: str
+    kind: str
+    default: object
+    help: str
+    choices: list | None
+
+    @property
+    def parser(self):
+        return types.SimpleNamespace(enum_values=self.choices)
+
+    def flag_type(self):
+        return self.kind
+
+
+def other_command_flags():
+    """{command: [flag, ...]} for OTHER_COMMANDS, each collected in a fresh process."""
+    import json
+    import subprocess
+
+    env = dict(os.environ, KERASBERT_DISABLE_PLUGIN_AUTOLOAD="1", TF_CPP_MIN_LOG_LEVEL="3")
+    procs = [(command, subprocess.Popen([sys.executable, "-c", _COLLECT, module], env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True))
+             for command, module in OTHER_COMMANDS]
+    found = {}
+    for command, proc in procs:
+        out, err = proc.communicate()
+        if proc.returncode:
+            raise RuntimeError(f"collecting the flags of {command} failed:\n{err}")
+        found[command] = [_Flag(**flag) for flag in json.loads(out.strip().splitlines()[-1])]
+    return found
+
+
+def other_commands_page():
+    lines = [HEADER, "# Other commands' flags\n\n",
+             "The commands besides `kerasbert.main` that take flags of their own, each "
+             "collected from the module that defines them. An experiment "
+             "(`python -m kerasbert.experiments NAME`) also takes every flag of "
+             "[kerasbert.main](flags.md); `--help` on any command prints its flags.\n"]
+    for command, found in other_command_flags().items():
+        lines += [f"\n## `{command}`\n\n", "| flag | type | default | what it does |\n",
+                  "|---|---|---|---|\n"]
+        lines += [row + "\n" for row in _flag_rows(found)]
     return "".join(lines)
 
 
@@ -224,7 +307,7 @@ def contributing_page(root="."):
         return HEADER.replace("from the code", "from CONTRIBUTING.md") + f.read()
 
 
-PAGES = {"reference/flags.md": flags_page, "reference/run-folder.md": run_folder_page,
+PAGES = {"reference/flags.md": flags_page, "reference/other-commands.md": other_commands_page, "reference/run-folder.md": run_folder_page,
          "reference/heads.md": heads_page, "contributing.md": contributing_page,
          "figures/README.md": figures_page}
 TAKES_ROOT = (contributing_page, figures_page)  # pages made from files, not from the code
