@@ -2,7 +2,7 @@
 model weight, in `trajectory.weight_names` order; norms and dot products accumulate in
 float64 over the blocks, so nothing is ever concatenated into one huge vector.
 
-Choices (documented in README, "Loss landscapes"):
+Choices (documented in docs/guide/landscape.md):
 - The random direction is normalised per weight matrix ("layer normalisation" in Li et
   al.'s terms): each block d_b gets the norm of the weights it perturbs, ‖d_b‖ = ‖θ_b‖,
   after its component along δ1's block is removed, so d ⟂ δ1 exactly.

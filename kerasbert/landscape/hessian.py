@@ -14,7 +14,7 @@ Hessian-vector products, two ways (`hvp=`), one traced function per batch shape:
   the gradient computation (`tape.gradient` inside the accumulator), so Hv is the JVP of
   the gradient: TensorFlow's documented recipe, and in theory the cheaper one; but TF has
   no forward rules for most ops and derives them by differentiating their gradients again,
-  so here it traced 3× slower and ran slower on MiniLM's shape (README, "Sharpness").
+  so here it traced 3× slower and ran slower on MiniLM's shape (docs/guide/landscape.md, "Sharpness").
 Both are exact (tests/landscape/test_hessian.py checks them against finite differences of
 the gradient and the Hessian built by `tape.jacobian`); benchmarks/bench_landscape.py times
 them.
