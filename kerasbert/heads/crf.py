@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
-from kerasbert.tasks.base import PADDING_LOGIT
+from kerasbert.kind_names import PADDING_LOGIT
 
 # exp(-1e4) underflows to 0 in float32 (whose smallest value is about e^-103), so a path
 # through a forbidden transition has probability 0, yet every log-sum-exp stays finite, and

@@ -15,20 +15,9 @@ import numpy as np
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import missing_file
-
-# Task kinds: a head declares the kinds it can serve, the training loop picks the loss.
-# The model's outputs and the labels of Features, per kind:
-CLASSIFICATION = "classification"  # outputs logits [batch, num_labels]; labels int32 [batch]
-REGRESSION = "regression"  # outputs [batch, 1]; labels float32 [batch]
-MULTIPLE_CHOICE = "multiple_choice"  # inputs [batch, choices, seq]; logits [batch, choices];
-#                                      labels int32 [batch]
-SPAN = "span"  # outputs [batch, seq, 2] start/end logits; labels int32 [batch, 2]
-TAGGING = "tagging"  # outputs [batch, seq, num_labels]; labels int32 [batch, seq], -1 = ignored
-
-# The logit of positions that are not there (padding, and per-token outputs of batches
-# trimmed shorter, padded back): exp(-1e4) underflows to 0 in float32, so no softmax or
-# decoder picks it, yet it stays finite in any loss.
-PADDING_LOGIT = -10000.0
+# Re-exported for tasks and plugins that import the kind names from here.
+from kerasbert.kind_names import (  # noqa: F401
+    CLASSIFICATION, MULTIPLE_CHOICE, PADDING_LOGIT, REGRESSION, SPAN, TAGGING)
 
 SAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "data", "samples")
