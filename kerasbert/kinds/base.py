@@ -32,6 +32,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.errors import InputError
+
 
 class TaskKind:
     """Base class of a task kind; subclasses set `name` and implement the loss."""
@@ -74,12 +76,19 @@ class Serving:
 
     text_inputs(task) -> {input name: shape} of the raw-string `serving_default`;
     encode(tokenizer, inputs, max_seq_length) -> int32 model inputs, padded to the
-        maximum length (the export trims all-padding columns after it);
+        maximum length (the export trims all-padding columns after it). `tokenizer` is the
+        run's kerasbert.data.tokenization.WordPieceTokenizer; `inputs` the raw-string
+        tensors of `text_inputs`. It is traced into the SavedModel with autograph=False, so
+        it is TF ops only (no Python `if`/`for` on tensors), and it must tokenize with the
+        graph-safe tools: `tokenizer.tokenize_ids` (ragged word-piece ids) and
+        `kerasbert.data.tokenization.pack_inputs` ([CLS] A [SEP] (B [SEP]) packing);
+        `encode_texts` is eager-only (it returns numpy);
     outputs(task, model_outputs) -> {name: tensor}, what both signatures return;
     answer(run) -> for kinds whose answer needs more than one model call or
         post-processing (span, tagging): a function of the raw-string inputs dict that
         returns the outputs; `encode` is then unused and `outputs` serves only
-        `serve_token_ids`. `run` is a kerasbert.export.saved_model.LoadedRun (model,
+        `serve_token_ids`. Such a kind leaves the answer to its task (`task_serving`
+        below, the task's `serving_answer`). `run` is a kerasbert.export.saved_model.LoadedRun (model,
         tokenizer, task, config, run_dir);
     metadata(run) -> extra entries of the export's assets.extra/kerasbert.json;
     signatures(run) -> more raw-string signatures: {name: ({input name: shape}, function of
@@ -103,3 +112,19 @@ def training_loss(kind, model):
         return head_loss
     return lambda labels, outputs, inputs: kind.per_example_loss(labels, outputs)
 
+
+def task_serving(text_inputs, outputs) -> Serving:
+    """The Serving of a kind whose answer each task brings (span, tagging): `answer`,
+    `metadata` and `signatures` are those of the task's `Task.serving_answer(run)`; a task
+    of the kind without one cannot be exported (an InputError naming it)."""
+
+    def served(run):
+        answer = run.task.serving_answer(run)
+        if answer is None:
+            raise InputError(f"--task={run.task.name}: a {run.task.kind} task is served by its "
+                             "own decoding; implement Task.serving_answer to export it")
+        return answer
+
+    return Serving(text_inputs, outputs, answer=lambda run: served(run).answer,
+                   metadata=lambda run: dict(served(run).metadata),
+                   signatures=lambda run: dict(served(run).signatures))

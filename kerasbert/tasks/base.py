@@ -9,7 +9,7 @@ must implement, and the optional capabilities it may add.
 
 import dataclasses
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -66,6 +66,25 @@ class Features:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class ServingAnswer:
+    """A task's own answer inside the exported SavedModel (what `Task.serving_answer` gives).
+
+    answer: a function of the raw-string inputs dict (the kind's `Serving.text_inputs`,
+        e.g. {"question", "context"}) that returns the outputs {name: tensor}; it is traced
+        into the SavedModel with autograph off, so it is TF ops only (tf.cond, tf.map_fn,
+        tf.while_loop, not Python `if` on tensors), and must tokenize with the graph-safe
+        tools (`tokenizer.tokenize_ids`, `kerasbert.data.tokenization.pack_inputs`);
+    metadata: extra entries of the export's assets.extra/kerasbert.json;
+    signatures: more raw-string signatures, {name: ({input name: shape}, function of the
+        inputs dict that returns the outputs)}.
+    """
+
+    answer: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    signatures: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+
+
 class Task:
     """Base class of a task: the contract every task, built-in or plugin, implements.
 
@@ -78,7 +97,8 @@ class Task:
     default does: `read_file` (--train_file, --predict_file), `read_tfds` (--use_tfds),
     `split_path` + `iter_file` + `count_rows` + `keeps_together`
     (--stream_train_data), `option_names` +
-    `configure` and `check_config` (run settings), `is_sentence_pair` (the export).
+    `configure` and `check_config` (run settings), `is_sentence_pair` and
+    `serving_answer` (the export).
 
     Not an `abc.ABC`: an abstract method would make an incomplete plugin task fail inside
     the plugin's hook (a TypeError that loses every task of the plugin, and the name of the
@@ -210,6 +230,15 @@ class Task:
                 f"--task={self.name}: cannot tell whether it takes one text or a pair; "
                 "override Task.is_sentence_pair") from None
         return bool(examples) and examples[0].text_b is not None
+
+    def serving_answer(self, run) -> ServingAnswer | None:
+        """The task's own post-processing inside the exported SavedModel, for a kind whose
+        answer needs more than one model call or decoding of its own (SQuAD's windows and
+        n-best spans, CoNLL's word re-alignment): the span and tagging kinds' serving calls
+        it (kerasbert/kinds/base.py `task_serving`). `run` is the loaded run
+        (kerasbert.export.saved_model.LoadedRun: model, tokenizer, task, config, run_dir).
+        By default None: the kind serves the task from its own `encode` and `outputs`."""
+        return None
 
     # ---- features ----------------------------------------------------------------------
 
