@@ -7,6 +7,8 @@ as heads and tasks (`kerasbert_kinds`, kerasbert/hookspecs.py). The built-in kin
 (kerasbert/kinds/builtin.py) register exactly as a plugin's do:
 
     training     per_example_loss, correct_count (accuracy on the training batches)
+    decoding     decode: outputs -> predictions, what the task's metrics and prediction
+                 files read (Task.predictions); greater_is_better of its tasks' main metric
     data         labels_per_token (label padding), inputs_rank (choices axis)
     landscape    row_metrics: whether a task's metrics over sampled feature rows mean
                  anything (not for SQuAD windows or NER sentence pieces)
@@ -46,6 +48,19 @@ class TaskKind:
     has_accuracy: bool = False  # correct_count counts something (history's train_accuracy)
     row_metrics: bool = True  # the landscape may evaluate it on sampled feature rows
     serving: "Serving | None" = None
+    # Whether a larger main metric of this kind's tasks is better, where the task does not
+    # say (Task.greater_is_better); None: a guess from the metric's name (kerasbert/metrics.py).
+    greater_is_better: bool | None = None
+
+    def decode(self, outputs):
+        """Predictions from the model's outputs (numpy, [rows, ...] in the kind's layout):
+        what a task's `compute_metrics` and prediction files read, by default
+        (`Task.predictions`). Written with ops that take numpy arrays and tensors alike
+        (`outputs > 0`, tf ops), the same function serves `correct_count` and the serving
+        `outputs` too, so that training, metrics, files and serving decide alike."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.decode: the {self.name} kind does not decode its outputs; "
+            "implement TaskKind.decode (or the task's Task.predictions)")
 
     def per_example_loss(self, labels, outputs):
         """float32 [B]: each example's loss (the loop averages it over the global batch).

@@ -1,5 +1,6 @@
 """Extractive question answering (SQuAD): start and end logits over the window."""
 
+import numpy as np
 import tensorflow as tf
 
 from kerasbert.kinds.base import TaskKind, task_serving
@@ -19,6 +20,12 @@ class SpanKind(TaskKind):
     description = "an answer span in the passage (logits [B, S, 2], labels int32 [B, 2])"
     row_metrics = False  # a question's answer needs all its windows
     serving = task_serving(lambda task: {"question": [None], "context": [None]}, _logits)
+
+    def decode(self, outputs):
+        """(start, end) positions [rows, 2] of each row, in the labels' layout: the best
+        start and the best end, each on its own (a task's decoding pairs them properly,
+        over its windows, e.g. SQuAD's n-best spans)."""
+        return np.asarray(outputs).argmax(axis=1)
 
     def per_example_loss(self, labels, outputs):
         logits = tf.cast(outputs, tf.float32)

@@ -1,5 +1,6 @@
 """Sequence labelling (CoNLL-2003 NER): one tag per word, on its first word piece."""
 
+import numpy as np
 import tensorflow as tf
 
 from kerasbert.kinds.base import TaskKind, task_serving
@@ -22,6 +23,11 @@ class TaggingKind(TaskKind):
     labels_per_token = True
     row_metrics = False  # a sentence's F1 needs all its pieces
     serving = task_serving(lambda task: {"text": [None]}, _token_tags)
+
+    def decode(self, outputs):
+        """Tag ids per position [rows, seq]: the argmax at each (a task maps them back to
+        its words, e.g. at each word's first piece)."""
+        return np.asarray(outputs).argmax(axis=-1)
 
     def per_example_loss(self, labels, outputs):
         # Only labelled positions count; the mean is over them, so a sentence of many

@@ -46,6 +46,7 @@ from kerasbert.tasks.conll.features import (  # noqa: F401
     word_pieces,
 )
 from kerasbert.tasks.conll.metrics import (  # noqa: F401
+    entity_counts,
     entity_metrics,
     evaluate_file,
     write_conll_predictions,

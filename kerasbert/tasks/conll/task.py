@@ -3,11 +3,18 @@ features, decoding, metrics, serving)."""
 
 import os
 
+from kerasbert import run_folder
+from kerasbert.analysis import stats
 from kerasbert.errors import InputError
+from kerasbert.metrics import finite_value
 from kerasbert.tasks.base import TAGGING, Features, Task, bundled_sample, split_file
 from kerasbert.tasks.conll.decoding import predict_word_tags
 from kerasbert.tasks.conll.features import count_rows, featurize_sentences
-from kerasbert.tasks.conll.metrics import entity_metrics, write_conll_predictions
+from kerasbert.tasks.conll.metrics import (
+    entity_counts,
+    entity_metrics,
+    write_conll_predictions,
+)
 from kerasbert.tasks.conll.reader import (
     LABELS,
     SCHEMES,
@@ -157,6 +164,22 @@ class ConllTask(Task):
             write_conll_predictions(os.path.join(output_dir, f"{split}_predictions.txt"),
                                     features.examples, predicted)
         return entity_metrics([s.label for s in features.examples], predicted)
+
+    def per_example_scores(self, run_dir: str, metric: str, split: str):
+        """Entity F1: the run's `<split>_predictions.txt` scored per sentence (true
+        positives, predicted, gold entities), when the file scores to the run's own F1 (it
+        is then its final predictions)."""
+        if metric != "f1":
+            return None
+        sentences = run_folder.read_tagging_predictions(run_dir, split)
+        if not sentences:
+            return None
+        counts = entity_counts(sentences)
+        recorded = finite_value(run_folder.read_metrics(run_dir), metric)
+        if recorded is None or abs(
+                stats.f1_statistic(counts.sum(axis=0), len(counts)) - recorded) >= 1e-6:
+            return None
+        return counts, "f1"
 
     def serving_answer(self, run):
         """The served tags are aligned and decoded in the graph as here (serving.py)."""
