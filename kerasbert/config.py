@@ -11,6 +11,9 @@ from typing import Any, Mapping
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json
 
+# What a task's `sample_recipe` may override on its bundled sample.
+SAMPLE_RECIPE_KEYS = ("learning_rate", "train_batch_size", "num_train_epochs")
+
 def setting(default=dataclasses.MISSING, *, help, choices=None):
     """A RunConfig field declared once: kerasbert/flags.py makes its flag from this default,
     help and choices (an enum flag), and validate() checks the same choices."""
@@ -336,6 +339,11 @@ class RunConfig:
         The recipe is the paper's; on the bundled sample (no data given) a task may
         override it with a `sample_recipe` that lets the small demo learn visibly.
         """
+        unknown = [key for key in getattr(task, "sample_recipe", {})
+                   if key not in SAMPLE_RECIPE_KEYS]
+        if unknown:
+            raise InputError(f"--task={task.name}: its sample_recipe sets {unknown[0]!r}; a "
+                             f"sample recipe sets only {', '.join(SAMPLE_RECIPE_KEYS)}")
         recipe = dict(learning_rate=task.default_learning_rate,
                       train_batch_size=task.default_train_batch_size,
                       num_train_epochs=task.default_num_train_epochs)

@@ -17,7 +17,8 @@ import json
 import sys
 
 from kerasbert.errors import InputError, at
-from kerasbert.tasks import conll, squad_metrics
+from kerasbert.tasks import conll
+from kerasbert.tasks.squad import metrics as squad_metrics
 
 
 def load_json(path, what):

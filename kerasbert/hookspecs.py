@@ -41,7 +41,9 @@ class HeadContext:
     dropout: float  # the encoder's dropout rate, a sensible default for the head
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # head flags
     seed: int | None = None  # for initialisers, so restarts differ only by seed
-    labels: Sequence[str] = ()  # the task's label names, in output order (none: regression)
+    # The task's label names in output order, one per output (len == num_outputs); none for
+    # regression, or where the task's num_outputs is not one per label.
+    labels: Sequence[str] = ()
     num_layers: int | None = None  # the encoder's transformer layers (None: not told)
 
 
@@ -100,15 +102,20 @@ def kerasbert_heads() -> Sequence[HeadSpec]:
 def kerasbert_tasks() -> Sequence[Any]:
     """Return the tasks this plugin provides (instances of `kerasbert.tasks.base.Task`, whose
     docstring is the contract: a task that leaves a required method to the base class is
-    reported at start, naming the method, and skipped)."""
+    reported at start, naming the method, and skipped). Besides the required methods a
+    task declares its `description`, `main_metric` and its direction (`greater_is_better`)
+    and may bring its per-example scores (`per_example_scores`) and its own serving
+    post-processing (`serving_answer`); its predictions are its kind's `decode` unless it
+    overrides `predictions`."""
 
 
 @hookspec
 def kerasbert_kinds() -> Sequence[Any]:
     """Return the task kinds this plugin provides (instances of
-    `kerasbert.kinds.base.TaskKind`): a kind carries the loss, the label layout and what
-    the landscape and the export need of every task of that kind. A task names its kind
-    (`Task.kind`); a kind must be registered (by any plugin) before a task of it runs."""
+    `kerasbert.kinds.base.TaskKind`): a kind carries the loss, the label layout, the
+    decoding of outputs into predictions (`decode`) and what the landscape and the export
+    need of every task of that kind. A task names its kind (`Task.kind`); a kind must be
+    registered (by any plugin) before a task of it runs."""
 
 
 @hookspec

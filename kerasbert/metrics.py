@@ -3,19 +3,36 @@
 import math
 
 # Every main metric of the built-in tasks is "higher is better"; these words mark the
-# opposite (a plugin task's loss, perplexity or error rate).
+# opposite (a plugin task's loss, perplexity or error rate). The guess of a metric that no
+# task declares (`greater_is_better`), e.g. in a run folder of a task no longer installed.
 LOWER_IS_BETTER = ("loss", "perplexity", "error", "mse")
 
 
 def higher_is_better(metric):
+    """The name-based guess: False for a metric whose name has a LOWER_IS_BETTER word."""
     return not any(word in metric.lower() for word in LOWER_IS_BETTER)
 
 
-def improves(metric, value, best):
-    """Whether `value` of `metric` beats `best` (None: nothing to beat yet)."""
+def greater_is_better(metric, task=None, kind=None):
+    """Whether a larger `metric` is better: for the main metric of `task`, what the task
+    declares (`Task.greater_is_better`), else what its kind declares
+    (`TaskKind.greater_is_better`); otherwise (undeclared, or another metric) the guess
+    from the name (`higher_is_better`)."""
+    if task is not None and metric == getattr(task, "main_metric", None):
+        for declared in (getattr(task, "greater_is_better", None),
+                         getattr(kind, "greater_is_better", None)):
+            if declared is not None:
+                return bool(declared)
+    return higher_is_better(metric)
+
+
+def improves(metric, value, best, greater=None):
+    """Whether `value` of `metric` beats `best` (None: nothing to beat yet); `greater`:
+    whether larger is better (None: `higher_is_better`'s guess from the name)."""
     if best is None:
         return True
-    return value > best if higher_is_better(metric) else value < best
+    greater = higher_is_better(metric) if greater is None else greater
+    return value > best if greater else value < best
 
 
 def finite_value(metrics, metric):

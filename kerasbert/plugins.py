@@ -48,6 +48,8 @@ class Registry:
             if why_not:
                 del self.tasks[name]
                 self._problem(f"{origin}: task '{name}' {why_not}")
+            else:  # what Task.predictions decodes with
+                task.registered_kind = self.kinds[task.kind][0]
 
     def _origin(self, plugin):
         name = self.manager.get_name(plugin)

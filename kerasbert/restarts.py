@@ -5,13 +5,13 @@ Every experiment's table (kerasbert/experiments/: strategies, ner_table, model_s
 pretraining_ablation) and the sweep's are built here, from their runs' folders:
 
     rows = [{"label": "fine-tune only", "runs": {1: "out/ft/seed-1", 2: ...}}, ...]
-    table = summarize(collect(rows, metric, task.kind, task.dev_splits[0]), metric, baseline)
+    table = summarize(collect(rows, metric, task, task.dev_splits[0]), metric, baseline)
     markdown(table, scale=100)         # the Markdown table, with how its intervals were made
     write_outputs(folder, "comparison", table, ...)  # comparison.md + comparison.json
 
 The 95% interval of a row is a percentile bootstrap over seeds and dev examples when every
-run of the table keeps per-example dev scores (tagging runs: `<split>_predictions.txt`,
-scored per sentence as tp/predicted/gold entities), otherwise the Student-t interval of
+run of the table keeps per-example dev scores (`Task.per_example_scores`; CoNLL runs:
+`<split>_predictions.txt`, scored per sentence as tp/predicted/gold entities), otherwise the Student-t interval of
 the mean over seeds (GLUE runs write no dev predictions); the table says which. The
 difference to the baseline is paired seed by seed (the same seeds on both rows) with its
 Student-t interval over the pairs, and, with per-example scores, also a paired bootstrap.
@@ -20,8 +20,6 @@ Student-t interval over the pairs, and, with per-example scores, also a paired b
 import filecmp
 import math
 import os
-
-import numpy as np
 
 from kerasbert import run_folder
 from kerasbert.analysis import stats
@@ -157,47 +155,42 @@ def run_all(configs, execute, log=print, tool="kerasbert"):
 
 # --- Per-example dev scores of one run ----------------------------------------------------
 
-def entity_counts(sentences):
-    """(true positive, predicted, gold) entities per sentence, conlleval's (seqeval's
-    default mode) entities: summed over sentences they give its micro F1."""
-    from seqeval.metrics.sequence_labeling import get_entities
+def per_example_scores(run_dir, task, metric, split):
+    """(per-example score columns, statistic name) of a finished run's dev split, or None:
+    what the run's task reads from the files the run keeps (`Task.per_example_scores`;
+    CoNLL: its predictions file, scored per sentence). `task`: the Task, or (what callers
+    passed before tasks supplied their scores) a kind name, when the task is the one named
+    in the run's run_config.json."""
+    if isinstance(task, str):
+        task = _task_of_run(run_dir)
+    hook = getattr(task, "per_example_scores", None)
+    return hook(run_dir, metric, split) if hook is not None else None
 
-    counts = []
-    for gold, predicted in sentences:
-        g, p = set(get_entities(list(gold))), set(get_entities(list(predicted)))
-        counts.append((len(g & p), len(p), len(g)))
-    return np.asarray(counts, np.float64).reshape(-1, 3)
 
+def _task_of_run(run_dir):
+    """The registered task a run was made for (run_config.json's "task"), or None."""
+    from kerasbert import plugins  # the registry: only when a table asks for it
 
-def per_example_scores(run_dir, kind, metric, split):
-    """(per-example score columns, statistic name) of a finished run's dev split, from the
-    files it keeps, or None when it keeps none that give `metric`. Tagging runs: their
-    conlleval predictions file, scored per sentence (f1 from tp/predicted/gold)."""
-    if kind == "tagging" and metric == "f1":
-        sentences = run_folder.read_tagging_predictions(run_dir, split)
-        if sentences:
-            counts = entity_counts(sentences)
-            # Only a file that scores to the run's own F1 is its final predictions.
-            recorded = finite_value(run_folder.read_metrics(run_dir), metric)
-            if recorded is not None and abs(
-                    stats.f1_statistic(counts.sum(axis=0), len(counts)) - recorded) < 1e-6:
-                return counts, "f1"
-    return None
+    name = run_folder.read_config(run_dir).get("task")
+    reg = plugins.registry()
+    return reg.tasks[name][0] if name in reg.tasks else None
 
 
 # --- Collecting and summarising ------------------------------------------------------------
 
-def collect(rows, metric, kind=None, split=None):
+def collect(rows, metric, task=None, split=None):
     """Reads each row's runs: {"label", "values": {seed: metric or None}, "dirs": {seed:
     folder}, "examples": {seed: columns} or None, "statistic"}. A run that is unfinished
-    or failed has the value None; "examples" is None unless every finished run has them."""
+    or failed has the value None; "examples" (the task's `per_example_scores` of `split`,
+    see `per_example_scores`; none without a task) is None unless every finished run has
+    them."""
     collected = []
     for row in rows:
         values, examples, statistic = {}, {}, None
         for seed, folder in row["runs"].items():
             values[seed] = finite_value(run_folder.read_metrics(folder), metric)
-            if values[seed] is not None and kind is not None:
-                got = per_example_scores(folder, kind, metric, split)
+            if values[seed] is not None and task is not None:
+                got = per_example_scores(folder, task, metric, split)
                 if got is not None:
                     examples[seed], statistic = got
         finished = [s for s, v in values.items() if v is not None]
@@ -214,8 +207,10 @@ def _finite(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats.LEVEL):
-    """The table as a JSON-able dict: {"metric", "higher_is_better", "baseline",
+def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats.LEVEL,
+              greater_is_better=None):
+    """The table as a JSON-able dict: {"metric", "higher_is_better" (`greater_is_better`
+    as the task declares it, kerasbert/metrics.py; None: the guess from the name), "baseline",
     "interval_method" (bootstrap or t), "level", "rows": [{"label", "seeds", "values",
     "failed", "n", "mean", "std", "min", "max", "interval": {"low", "high", "method"},
     "difference": {"baseline", "seeds", "n", "difference", "std", "low", "high",
@@ -252,7 +247,8 @@ def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats
         if row["label"] != base:
             entry["difference"] = _difference(row, by_label[base], method, resamples, level)
         out_rows.append(entry)
-    return {"metric": metric, "higher_is_better": higher_is_better(metric), "baseline": base,
+    greater = higher_is_better(metric) if greater_is_better is None else greater_is_better
+    return {"metric": metric, "higher_is_better": greater, "baseline": base,
             "interval_method": method, "level": level, "resamples": resamples,
             "rows": out_rows}
 

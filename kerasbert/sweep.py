@@ -28,7 +28,7 @@ from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.export import saved_model
 from kerasbert.io_utils import atomic_write_json
-from kerasbert.metrics import finite_value, higher_is_better
+from kerasbert.metrics import finite_value, greater_is_better, higher_is_better
 
 RUNS = run_folder.SWEEP_RUNS
 # What a pruned (not best) run keeps: small files that say what it did.
@@ -89,10 +89,13 @@ def _value(result, metric):
     return finite_value(result.get("metrics"), metric)
 
 
-def select_best(results, metric):
+def select_best(results, metric, greater=None):
     """The name of the best result by `metric` (dicts with name and metrics; failed or
-    unfinished runs have none); the earliest wins a tie; None when nothing has a value."""
-    sign = 1.0 if higher_is_better(metric) else -1.0
+    unfinished runs have none); the earliest wins a tie; None when nothing has a value.
+    `greater`: whether larger is better (`metric_direction`:
+    None: the guess from the metric's name)."""
+    greater = higher_is_better(metric) if greater is None else greater
+    sign = 1.0 if greater else -1.0
     best, best_value = None, None
     for result in results:
         value = _value(result, metric)
@@ -101,14 +104,14 @@ def select_best(results, metric):
     return best
 
 
-def summarise(results, metric):
+def summarise(results, metric, greater=None):
     """Per learning rate (in sweep order): restarts finished and failed, mean ± sample std
     and best of the metric over the finished restarts, and which run is the best."""
     rows = []
     for rate in dict.fromkeys(r["learning_rate"] for r in results):
         group = [r for r in results if r["learning_rate"] == rate]
         values = [v for v in (_value(r, metric) for r in group) if v is not None]
-        best_run = select_best(group, metric)
+        best_run = select_best(group, metric, greater)
         rows.append({
             "learning_rate": rate, "runs": len(group), "finished": len(values),
             "failed": sum(r["status"] == "failed" for r in group),
@@ -196,8 +199,15 @@ def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, l
         return _run_plan(base, plan, task, export_dir, registry, execute, log, baseline)
 
 
+def metric_direction(task, registry):
+    """Whether a larger main metric of `task` is better: the task's or its kind's
+    declaration, else the guess from the metric's name (kerasbert/metrics.py)."""
+    return greater_is_better(task.main_metric, task, registry.kind_of(task))
+
+
 def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=None):
     metric = task.main_metric
+    greater = metric_direction(task, registry)
     prepare_sweep_dir(base)
     for run in plan:  # every conflict is reported before anything trains
         check_same_settings(run)
@@ -228,12 +238,12 @@ def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=Non
         if result["status"] == "finished":
             result["metrics"] = run_folder.read_metrics(out)
             result["metrics"].pop("phases", None)
-        best = select_best(results, metric)
+        best = select_best(results, metric, greater)
         for other, other_run in zip(results[:i + 1], plan):
             if (other["name"] != best and other["status"] in ("finished", "failed")
                     and not keep_all):
                 prune(other_run.config.output_dir, metric)
-        summary = write_summary(base, plan, results, task, best, baseline)
+        summary = write_summary(base, plan, results, task, best, baseline, greater)
 
     best = summary["best"]
     if best and run_folder.read_pruned(os.path.join(base.output_dir, RUNS, best)):
@@ -250,29 +260,30 @@ def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=Non
     return summary
 
 
-def restarts_table(base, plan, task, baseline=None):
+def restarts_table(base, plan, task, baseline=None, greater=None):
     """Per learning rate over its restarts (kerasbert/restarts.py): n, mean ± std, min–max,
     a 95% interval and the paired difference to the baseline learning rate."""
     rows = [{"label": f"{rate:g}", "runs": {r.seed: r.config.output_dir for r in plan
                                             if r.learning_rate == rate}}
             for rate in dict.fromkeys(r.learning_rate for r in plan)]
     metric = task.main_metric
-    table = restarts.summarize(restarts.collect(rows, metric, task.kind, task.dev_splits[0]),
-                               metric, baseline)
+    table = restarts.summarize(restarts.collect(rows, metric, task, task.dev_splits[0]),
+                               metric, baseline, greater_is_better=greater)
     for row in table["rows"]:  # folders relative to the sweep's, as "runs" has them
         row["dirs"] = {s: os.path.relpath(d, base.output_dir) for s, d in row["dirs"].items()}
     return table
 
 
-def write_summary(base, plan, results, task, best, baseline=None):
+def write_summary(base, plan, results, task, best, baseline=None, greater=None):
     metric = task.main_metric
-    table = restarts_table(base, plan, task, baseline)
+    greater = greater_is_better(metric, task) if greater is None else greater
+    table = restarts_table(base, plan, task, baseline, greater)
     summary = {
-        "task": base.task, "metric": metric, "higher_is_better": higher_is_better(metric),
+        "task": base.task, "metric": metric, "higher_is_better": greater,
         "learning_rates": list(dict.fromkeys(r.learning_rate for r in plan)),
         "num_restarts": max(r.restart for r in plan) + 1, "seed": base.seed,
         "seeds": list(dict.fromkeys(r.seed for r in plan)),
-        "best": best, "runs": results, "per_learning_rate": summarise(results, metric),
+        "best": best, "runs": results, "per_learning_rate": summarise(results, metric, greater),
         "restarts": table,
         "restarts_markdown": restarts.markdown(table, scale=1.0, digits=4,
                                                row_header="learning rate"),

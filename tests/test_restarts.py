@@ -308,10 +308,10 @@ def _worse(sentences, k):
 
 
 def test_entity_counts_sum_to_conlleval_f1():
-    from kerasbert.tasks.conll import entity_metrics
+    from kerasbert.tasks.conll import entity_counts, entity_metrics
 
     sentences = _worse(SENTENCES, 1) + [(["B-PER", "O"], ["B-LOC", "B-PER"])]
-    counts = restarts.entity_counts(sentences)
+    counts = entity_counts(sentences)
     assert counts.tolist() == [[0, 0, 1], [1, 1, 1], [0, 0, 1], [1, 1, 1], [0, 2, 1]]
     f1 = entity_metrics([g for g, _ in sentences], [p for _, p in sentences])["f1"]
     tp, predicted, gold = counts.sum(axis=0)

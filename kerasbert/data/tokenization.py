@@ -69,7 +69,7 @@ def read_vocab(vocab_file):
 # ----------------------------------------------------------------------------------------------
 # Character classes from Python's unicodedata, as RE2 bracket expressions.
 
-def _regex_class(codepoints):
+def regex_class(codepoints):
     """Sorted code points -> '[\\x{a}-\\x{b}...]', one range per run of consecutive ones."""
     parts, start, prev = [], None, None
     for cp in list(codepoints) + [None]:
@@ -108,12 +108,12 @@ def _patterns():
             punct.append(cp)
         if ch.isspace():  # what str.split() splits on; after cleaning only " " U+2028 U+2029 remain
             split.append(cp)
-    punct = _regex_class(punct)
+    punct = regex_class(punct)
     sigma_not_after_cased, sigma_final, lower_fixups = _lower_rules(assigned)
     regexes = dict(
-        drop=_regex_class(drop), space=_regex_class(space), mn=_regex_class(mn), punct=punct,
+        drop=regex_class(drop), space=regex_class(space), mn=regex_class(mn), punct=punct,
         cjk="[" + "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in _CJK_RANGES) + "]",
-        split=f"{_regex_class(split)}+|{punct}",
+        split=f"{regex_class(split)}+|{punct}",
         sigma_not_after_cased=sigma_not_after_cased, sigma_final=sigma_final)
     return regexes, lower_fixups
 
@@ -134,7 +134,7 @@ def _lower_rules(assigned):
     after_other = "\n".join(f"1{c}Σ" for c in probe).lower().split("\n")  # ς: c cased, not ign.
     ignorable = [ord(c) for c, x, y in zip(probe, after_cased, after_other) if x[-1] == "ς" != y[-1]]
     cased = [ord(c) for c, y in zip(probe, after_other) if y[-1] == "ς"]
-    ign, other = _regex_class(ignorable), "[^" + _regex_class(sorted(ignorable + cased))[1:]
+    ign, other = regex_class(ignorable), "[^" + regex_class(sorted(ignorable + cased))[1:]
     lowered = [c for c in assigned if c.lower() != c]
     tf_lowered = tf.strings.lower(lowered, encoding="utf-8").numpy()
     # (ord() would raise on a multi-char lower-casing; the only one, "İ", ICU gets right.)

@@ -29,10 +29,10 @@ Outputs:
     span              answer string [None], score float32 [None], start / end int32 [None]
                       (character offsets in the context, end exclusive, -1 for no answer),
                       v2 also null_odds float32 [None]; the answer is "" when null_odds
-                      exceeds the run's tuned threshold (see span_graph.py)
+                      exceeds the run's tuned threshold (see tasks/squad/serving.py)
                       serve_token_ids: start_logits, end_logits float32 [None, None]
     tagging           tags, words string [None, None] (padded with ""), num_words int32
-                      [None] (see tagging_graph.py); serve_token_ids: probabilities float32
+                      [None] (see tasks/conll/serving.py); serve_token_ids: probabilities float32
                       [None, None, num_labels], tag string [None, None] per position
 
 Span and tagging answers need windows over long inputs and post-processing (n-best span

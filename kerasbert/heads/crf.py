@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
-from kerasbert.tasks.base import PADDING_LOGIT
+from kerasbert.kind_names import PADDING_LOGIT
 
 # exp(-1e4) underflows to 0 in float32 (whose smallest value is about e^-103), so a path
 # through a forbidden transition has probability 0, yet every log-sum-exp stays finite, and
@@ -210,14 +210,14 @@ class CRFTagging:
     pieces; Viterbi maximises over the unlabelled pieces' tags too, where training sums
     over them; and IOB2 constraints hold piece to piece, so a word tagged O followed by a
     word tagged I-X needs a B-X on a piece in between (conlleval reads such an I-X as B-X).
-    A window of a long sentence (kerasbert/tasks/conll.py) may start inside an entity; its
+    A window of a long sentence (kerasbert/tasks/conll/features.py) may start inside an entity; its
     first words are labelled in the window before, so here they are free and the start
     constraint costs nothing. Only where words are long next to the window is a window's
     first word labelled in it (simulated: none of 44,000 windows of 1-5-piece words at
     max_seq_length 128 or 48; 1.6% of windows of 1-3-piece words at 16); training then
     lifts the constraint for an I- label (CRF.nll), decoding cannot tell and gives that
     word no I- tag. With --document_context a row's context pieces (its document's other
-    words, kerasbert/tasks/conll.py) are unlabelled chain positions too: the likelihood
+    words, kerasbert/tasks/conll/features.py) are unlabelled chain positions too: the likelihood
     sums over their tags and Viterbi runs through them.
     """
 

@@ -17,7 +17,7 @@ import keras
 from absl import flags
 from keras import ops
 
-from kerasbert.tasks.base import PADDING_LOGIT
+from kerasbert.kind_names import PADDING_LOGIT
 from kerasbert.tasks import base
 
 

@@ -11,7 +11,7 @@ carry zero softmax probability.
 import keras
 from keras import ops
 
-from kerasbert.tasks.base import PADDING_LOGIT
+from kerasbert.kind_names import PADDING_LOGIT
 
 
 class SpanHead(keras.layers.Layer):

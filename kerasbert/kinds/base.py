@@ -7,6 +7,8 @@ as heads and tasks (`kerasbert_kinds`, kerasbert/hookspecs.py). The built-in kin
 (kerasbert/kinds/builtin.py) register exactly as a plugin's do:
 
     training     per_example_loss, correct_count (accuracy on the training batches)
+    decoding     decode: outputs -> predictions, what the task's metrics and prediction
+                 files read (Task.predictions); greater_is_better of its tasks' main metric
     data         labels_per_token (label padding), inputs_rank (choices axis)
     landscape    row_metrics: whether a task's metrics over sampled feature rows mean
                  anything (not for SQuAD windows or NER sentence pieces)
@@ -32,6 +34,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.errors import InputError
+
 
 class TaskKind:
     """Base class of a task kind; subclasses set `name` and implement the loss."""
@@ -44,6 +48,19 @@ class TaskKind:
     has_accuracy: bool = False  # correct_count counts something (history's train_accuracy)
     row_metrics: bool = True  # the landscape may evaluate it on sampled feature rows
     serving: "Serving | None" = None
+    # Whether a larger main metric of this kind's tasks is better, where the task does not
+    # say (Task.greater_is_better); None: a guess from the metric's name (kerasbert/metrics.py).
+    greater_is_better: bool | None = None
+
+    def decode(self, outputs):
+        """Predictions from the model's outputs (numpy, [rows, ...] in the kind's layout):
+        what a task's `compute_metrics` and prediction files read, by default
+        (`Task.predictions`). Written with ops that take numpy arrays and tensors alike
+        (`outputs > 0`, tf ops), the same function serves `correct_count` and the serving
+        `outputs` too, so that training, metrics, files and serving decide alike."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.decode: the {self.name} kind does not decode its outputs; "
+            "implement TaskKind.decode (or the task's Task.predictions)")
 
     def per_example_loss(self, labels, outputs):
         """float32 [B]: each example's loss (the loop averages it over the global batch).
@@ -74,12 +91,19 @@ class Serving:
 
     text_inputs(task) -> {input name: shape} of the raw-string `serving_default`;
     encode(tokenizer, inputs, max_seq_length) -> int32 model inputs, padded to the
-        maximum length (the export trims all-padding columns after it);
+        maximum length (the export trims all-padding columns after it). `tokenizer` is the
+        run's kerasbert.data.tokenization.WordPieceTokenizer; `inputs` the raw-string
+        tensors of `text_inputs`. It is traced into the SavedModel with autograph=False, so
+        it is TF ops only (no Python `if`/`for` on tensors), and it must tokenize with the
+        graph-safe tools: `tokenizer.tokenize_ids` (ragged word-piece ids) and
+        `kerasbert.data.tokenization.pack_inputs` ([CLS] A [SEP] (B [SEP]) packing);
+        `encode_texts` is eager-only (it returns numpy);
     outputs(task, model_outputs) -> {name: tensor}, what both signatures return;
     answer(run) -> for kinds whose answer needs more than one model call or
         post-processing (span, tagging): a function of the raw-string inputs dict that
         returns the outputs; `encode` is then unused and `outputs` serves only
-        `serve_token_ids`. `run` is a kerasbert.export.saved_model.LoadedRun (model,
+        `serve_token_ids`. Such a kind leaves the answer to its task (`task_serving`
+        below, the task's `serving_answer`). `run` is a kerasbert.export.saved_model.LoadedRun (model,
         tokenizer, task, config, run_dir);
     metadata(run) -> extra entries of the export's assets.extra/kerasbert.json;
     signatures(run) -> more raw-string signatures: {name: ({input name: shape}, function of
@@ -103,3 +127,19 @@ def training_loss(kind, model):
         return head_loss
     return lambda labels, outputs, inputs: kind.per_example_loss(labels, outputs)
 
+
+def task_serving(text_inputs, outputs) -> Serving:
+    """The Serving of a kind whose answer each task brings (span, tagging): `answer`,
+    `metadata` and `signatures` are those of the task's `Task.serving_answer(run)`; a task
+    of the kind without one cannot be exported (an InputError naming it)."""
+
+    def served(run):
+        answer = run.task.serving_answer(run)
+        if answer is None:
+            raise InputError(f"--task={run.task.name}: a {run.task.kind} task is served by its "
+                             "own decoding; implement Task.serving_answer to export it")
+        return answer
+
+    return Serving(text_inputs, outputs, answer=lambda run: served(run).answer,
+                   metadata=lambda run: dict(served(run).metadata),
+                   signatures=lambda run: dict(served(run).signatures))

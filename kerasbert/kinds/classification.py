@@ -1,5 +1,6 @@
 """Sentence and sentence-pair classification and regression (GLUE), and their serving."""
 
+import numpy as np
 import tensorflow as tf
 
 from kerasbert.data.tokenization import pack_inputs
@@ -40,6 +41,10 @@ class ClassificationKind(TaskKind):
     has_accuracy = True
     serving = Serving(sentence_inputs, _label_outputs, encode=encode_sentences)
 
+    def decode(self, outputs):
+        """Class ids: the argmax over the logits (the first on ties)."""
+        return np.asarray(outputs).argmax(axis=-1)
+
     def per_example_loss(self, labels, outputs):
         return tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=tf.cast(labels, tf.int32), logits=tf.cast(outputs, tf.float32))
@@ -56,6 +61,10 @@ class RegressionKind(TaskKind):
     name = "regression"
     description = "one score per text or pair (outputs [B, 1], labels float32 [B])"
     serving = Serving(sentence_inputs, _score_outputs, encode=encode_sentences)
+
+    def decode(self, outputs):
+        """The predicted values [rows]."""
+        return np.asarray(outputs)[:, 0]
 
     def per_example_loss(self, labels, outputs):
         return tf.square(tf.cast(outputs[:, 0], tf.float32) - tf.cast(labels, tf.float32))

@@ -1,29 +1,9 @@
 """Extractive question answering (SQuAD): start and end logits over the window."""
 
+import numpy as np
 import tensorflow as tf
 
-from kerasbert import run_folder
-from kerasbert.kinds.base import Serving, TaskKind
-from kerasbert.kinds.span_graph import SpanAnswerer
-
-
-def null_threshold(run):
-    """SQuAD 2.0: the threshold tuned on dev (best_f1_thresh) when the run evaluated, else
-    the one it was given (--null_score_diff_threshold). A run exports before it writes
-    metrics.json (so that a kill during export resumes), hence eval_results.txt first."""
-    if run.task.version_2:
-        tuned = run_folder.read_eval_results(run.run_dir).get("best_f1_thresh")
-        if tuned is None:
-            tuned = run_folder.read_metrics(run.run_dir).get("best_f1_thresh")
-        if isinstance(tuned, (int, float)):
-            return float(tuned)
-    return float(run.config.null_score_diff_threshold)
-
-
-def _answer(run):
-    answerer = SpanAnswerer(run.model, run.tokenizer, run.task, run.config.max_seq_length,
-                            null_threshold(run))
-    return lambda inputs: answerer(inputs["question"], inputs["context"])
+from kerasbert.kinds.base import TaskKind, task_serving
 
 
 def _logits(task, logits):
@@ -31,21 +11,21 @@ def _logits(task, logits):
     return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
 
 
-def _metadata(run):
-    return {"squad_options": {name: getattr(run.task, name) for name in (
-                "doc_stride", "max_query_length", "n_best_size", "max_answer_length")},
-            "null_score_diff_threshold": null_threshold(run)}
-
-
 class SpanKind(TaskKind):
     """Outputs [B, S, 2] start/end logits; labels int32 [B, 2] (0, 0: no answer in the
-    window); the paper's loss, the mean of the start and end log-likelihoods."""
+    window); the paper's loss, the mean of the start and end log-likelihoods. A span task
+    serves its own answer (windows, n-best spans: `Task.serving_answer`)."""
 
     name = "span"
     description = "an answer span in the passage (logits [B, S, 2], labels int32 [B, 2])"
     row_metrics = False  # a question's answer needs all its windows
-    serving = Serving(lambda task: {"question": [None], "context": [None]}, _logits,
-                      answer=_answer, metadata=_metadata)
+    serving = task_serving(lambda task: {"question": [None], "context": [None]}, _logits)
+
+    def decode(self, outputs):
+        """(start, end) positions [rows, 2] of each row, in the labels' layout: the best
+        start and the best end, each on its own (a task's decoding pairs them properly,
+        over its windows, e.g. SQuAD's n-best spans)."""
+        return np.asarray(outputs).argmax(axis=1)
 
     def per_example_loss(self, labels, outputs):
         logits = tf.cast(outputs, tf.float32)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from kerasbert.data import pipeline
 from kerasbert.plugins import resolve_kind
-from kerasbert.tasks.base import PADDING_LOGIT
+from kerasbert.kind_names import PADDING_LOGIT
 from kerasbert.training.trajectory import model_weights
 
 

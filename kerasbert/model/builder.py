@@ -24,11 +24,14 @@ def check_head_fits(task, head_spec, task_flag="--task"):
 
 def head_context(task, backbone, head_options=None, seed=None):
     """What the head is told (a multiple-choice task has num_outputs 1: one score per
-    [CLS] context [SEP] ending [SEP] sequence)."""
+    [CLS] context [SEP] ending [SEP] sequence). `labels` names the outputs, so only a task
+    with one label per output has them (not one that overrides num_outputs)."""
+    labels = tuple(task.label_list or ())
     return HeadContext(
         kind=task.kind, num_outputs=task.num_outputs,
         hidden_dim=backbone.hidden_dim, dropout=backbone.dropout,
-        options=dict(head_options or {}), seed=seed, labels=tuple(task.label_list or ()),
+        options=dict(head_options or {}), seed=seed,
+        labels=labels if len(labels) == task.num_outputs else (),
         num_layers=len(backbone.transformer_layers))
 
 

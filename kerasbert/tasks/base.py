@@ -9,26 +9,15 @@ must implement, and the optional capabilities it may add.
 
 import dataclasses
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import missing_file
-
-# Task kinds: a head declares the kinds it can serve, the training loop picks the loss.
-# The model's outputs and the labels of Features, per kind:
-CLASSIFICATION = "classification"  # outputs logits [batch, num_labels]; labels int32 [batch]
-REGRESSION = "regression"  # outputs [batch, 1]; labels float32 [batch]
-MULTIPLE_CHOICE = "multiple_choice"  # inputs [batch, choices, seq]; logits [batch, choices];
-#                                      labels int32 [batch]
-SPAN = "span"  # outputs [batch, seq, 2] start/end logits; labels int32 [batch, 2]
-TAGGING = "tagging"  # outputs [batch, seq, num_labels]; labels int32 [batch, seq], -1 = ignored
-
-# The logit of positions that are not there (padding, and per-token outputs of batches
-# trimmed shorter, padded back): exp(-1e4) underflows to 0 in float32, so no softmax or
-# decoder picks it, yet it stays finite in any loss.
-PADDING_LOGIT = -10000.0
+# Re-exported for tasks and plugins that import the kind names from here.
+from kerasbert.kind_names import (  # noqa: F401
+    CLASSIFICATION, MULTIPLE_CHOICE, PADDING_LOGIT, REGRESSION, SPAN, TAGGING)
 
 SAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "data", "samples")
@@ -77,6 +66,25 @@ class Features:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class ServingAnswer:
+    """A task's own answer inside the exported SavedModel (what `Task.serving_answer` gives).
+
+    answer: a function of the raw-string inputs dict (the kind's `Serving.text_inputs`,
+        e.g. {"question", "context"}) that returns the outputs {name: tensor}; it is traced
+        into the SavedModel with autograph off, so it is TF ops only (tf.cond, tf.map_fn,
+        tf.while_loop, not Python `if` on tensors), and must tokenize with the graph-safe
+        tools (`tokenizer.tokenize_ids`, `kerasbert.data.tokenization.pack_inputs`);
+    metadata: extra entries of the export's assets.extra/kerasbert.json;
+    signatures: more raw-string signatures, {name: ({input name: shape}, function of the
+        inputs dict that returns the outputs)}.
+    """
+
+    answer: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    signatures: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+
+
 class Task:
     """Base class of a task: the contract every task, built-in or plugin, implements.
 
@@ -89,7 +97,14 @@ class Task:
     default does: `read_file` (--train_file, --predict_file), `read_tfds` (--use_tfds),
     `split_path` + `iter_file` + `count_rows` + `keeps_together`
     (--stream_train_data), `option_names` +
-    `configure` and `check_config` (run settings), `is_sentence_pair` (the export).
+    `configure` and `check_config` (run settings), `predictions` (decoding, by default
+    the kind's `decode`), `per_example_scores` (the restarts tables' bootstrap over
+    examples), `is_sentence_pair` and `serving_answer` (the export).
+
+    Attributes a task may override: `name` and `description` (one line, what --list_tasks
+    shows), `kind`, `default_head`, `label_list`, `num_outputs` (a property: the head's
+    outputs, by default one per label), `main_metric` and `greater_is_better` (its
+    direction), the splits, the recipe (`default_*`, `sample_recipe`) and `option_names`.
 
     Not an `abc.ABC`: an abstract method would make an incomplete plugin task fail inside
     the plugin's hook (a TypeError that loses every task of the plugin, and the name of the
@@ -97,10 +112,16 @@ class Task:
     """
 
     name: str = ""
+    description: str = ""  # one line, what --list_tasks shows beside the name
     kind: str = CLASSIFICATION
     default_head: str = "cls_linear"
     label_list: Sequence[str] | None = None  # None for regression
     main_metric: str = "accuracy"  # picked for best-on-dev selection
+    # Whether a larger main_metric is better (HuggingFace's `greater_is_better`): the
+    # sweep's best run, --frozen_patience early stopping, the restarts tables and the
+    # reports rank runs by it. None: the kind's `TaskKind.greater_is_better`, else a guess
+    # from the metric's name (kerasbert/metrics.py). Declare False for `mae`, `rmse`, ...
+    greater_is_better: bool | None = None
     dev_splits: Sequence[str] = ("dev",)  # MNLI has dev_matched and dev_mismatched
     test_splits: Sequence[str] = ("test",)
     # Test splits whose files carry gold labels (CoNLL-2003's test.txt): --do_predict also
@@ -111,13 +132,23 @@ class Task:
     default_train_batch_size: int = 32
     default_num_train_epochs: float = 3.0
     default_max_seq_length: int = 128
-    # Overrides of the recipe for the bundled sample only (a demo, not the paper's data).
+    # Overrides of the recipe for the bundled sample only (a demo, not the paper's data):
+    # any of learning_rate, train_batch_size, num_train_epochs (another key is refused,
+    # kerasbert/config.py SAMPLE_RECIPE_KEYS).
     sample_recipe: Mapping[str, Any] = {}
     # The RunConfig fields the run hands to `configure` (SQuAD's doc_stride, ...).
     option_names: Sequence[str] = ()
+    # The TaskKind named by `kind`, handed to the task by the registry that accepts it
+    # (kerasbert/plugins.py): what `predictions` decodes with. A task sets none itself.
+    registered_kind = None
 
     @property
     def num_outputs(self) -> int:
+        """The head's outputs (per position, for a per-token kind): one per label, 1
+        without a label list (regression; multiple choice scores each choice's sequence).
+        Override it where the kind's outputs are not one per label (K - 1 cumulative
+        logits of an ordinal kind): heads are then told no label names (HeadContext.labels
+        names the outputs only when there is one per output)."""
         return 1 if self.label_list is None else len(self.label_list)
 
     # ---- required ------------------------------------------------------------------------
@@ -222,12 +253,40 @@ class Task:
                 "override Task.is_sentence_pair") from None
         return bool(examples) and examples[0].text_b is not None
 
+    def serving_answer(self, run) -> ServingAnswer | None:
+        """The task's own post-processing inside the exported SavedModel, for a kind whose
+        answer needs more than one model call or decoding of its own (SQuAD's windows and
+        n-best spans, CoNLL's word re-alignment): the span and tagging kinds' serving calls
+        it (kerasbert/kinds/base.py `task_serving`). `run` is the loaded run
+        (kerasbert.export.saved_model.LoadedRun: model, tokenizer, task, config, run_dir).
+        By default None: the kind serves the task from its own `encode` and `outputs`."""
+        return None
+
     # ---- features ----------------------------------------------------------------------
 
     def predictions(self, outputs: np.ndarray) -> np.ndarray:
-        """Class ids (argmax over logits) or regression values from raw model outputs."""
+        """What `compute_metrics` and the prediction files read, from raw model outputs:
+        by default the kind's decoding (`TaskKind.decode`: class ids, regression values,
+        ...), so a task of a new kind decodes as its kind does. A task outside any registry
+        (no `registered_kind`) of a built-in sentence kind decodes as those kinds do."""
+        if self.registered_kind is not None:
+            return np.asarray(self.registered_kind.decode(outputs))
+        if self.kind not in (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION):
+            raise NotImplementedError(
+                f"Task.predictions: the {self.kind} task {self.name!r} decodes through its "
+                "kind (TaskKind.decode), which its registry hands it")
         outputs = np.asarray(outputs)
         return outputs[:, 0] if self.kind == REGRESSION else outputs.argmax(axis=-1)
+
+    def per_example_scores(self, run_dir: str, metric: str, split: str):
+        """A finished run's per-example scores of `split` for `metric`, read from the files
+        the run keeps (its prediction files): (float array [examples, columns], statistic),
+        where statistic names how the summed columns give the metric
+        (kerasbert.analysis.stats.STATISTICS: "mean", one 0/1 or score column; "f1",
+        columns true positives, predicted, gold). The restarts tables then bootstrap over
+        seeds and examples (kerasbert/restarts.py). None (the default): the run keeps no
+        such scores, and the tables' intervals are over seeds only."""
+        return None
 
     def encode_labels(self, examples: Sequence[Example]) -> np.ndarray | None:
         """Class ids (int32) or regression targets (float32); None for unlabelled splits."""

@@ -18,7 +18,7 @@ from kerasbert.errors import TrainingError
 from kerasbert.kinds.base import training_loss
 from kerasbert.model.backbone import INPUT_NAMES
 from kerasbert.plugins import resolve_kind
-from kerasbert.tasks.base import PADDING_LOGIT
+from kerasbert.kind_names import PADDING_LOGIT
 from kerasbert.training import precision, xla_dropout
 
 

@@ -20,7 +20,7 @@ from kerasbert import faults, run_folder
 from kerasbert.data import pipeline
 from kerasbert.errors import TrainingError
 from kerasbert.io_utils import atomic_write_json, read_json_object
-from kerasbert.metrics import improves
+from kerasbert.metrics import greater_is_better, improves
 from kerasbert.plugins import resolve_kind
 from kerasbert.training import memory, run_state, optimization, precision
 from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
@@ -242,7 +242,8 @@ class PhaseRunner:
                      + f" ({row['seconds']:.0f} s; all metrics in history.csv)")
             stop = False
             if phase.patience is not None and main_metric in metrics:
-                if improves(main_metric, metrics[main_metric], best):
+                if improves(main_metric, metrics[main_metric], best,
+                            greater_is_better(main_metric, self.task, self.kind)):
                     best, since_best = metrics[main_metric], 0
                     run_state.save_layer_weights(self.model.head, self.best_head_path)
                 else:

@@ -22,7 +22,7 @@ from kerasbert import plugins
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.export import saved_model
-from kerasbert.kinds.span import null_threshold
+from kerasbert.tasks.squad.serving import null_threshold
 from kerasbert.tasks.conll import Sentence
 from kerasbert.tasks.squad import SquadExample
 
@@ -187,7 +187,7 @@ def test_v2_threshold_decides_between_the_best_span_and_no_answer(exported):
     non-null span (the decoder's best_non_null); below them all, every answer is ""."""
     import tensorflow as tf
 
-    from kerasbert.kinds.span_graph import SpanAnswerer
+    from kerasbert.tasks.squad.serving import SpanAnswerer
 
     e = exported["squad_v2"]
     decoded, ids = e.expected

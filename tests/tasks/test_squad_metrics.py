@@ -2,7 +2,7 @@
 
 import pytest
 
-from kerasbert.tasks import squad_metrics as m
+from kerasbert.tasks.squad import metrics as m
 
 
 @pytest.mark.parametrize("text, expected", [

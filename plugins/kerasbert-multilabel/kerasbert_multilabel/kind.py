@@ -5,7 +5,9 @@
     loss      per example, the mean over the K labels of the sigmoid cross-entropy,
               computed in float32 whatever the outputs' dtype
     decision  a label applies when its probability sigmoid(logit) is above 0.5, i.e. its
-              logit is above 0 (what training, the metrics and the export all use)
+              logit is above 0: `MultiLabelKind.decode`, the one decision that training's
+              accuracy, the metrics and prediction files (Task.predictions) and the
+              export all use
     accuracy  exact match: an example counts as right only when all K decisions are
               (history's train_accuracy, sklearn's multi-label accuracy_score)
 
@@ -40,18 +42,18 @@ def encode_text(tokenizer, inputs, max_seq_length):
 
 
 def decide(logits):
-    """bool [B, K]: which labels apply (probability above THRESHOLD)."""
-    return tf.cast(logits, tf.float32) > 0.0
+    """int32 [B, K]: 1 where a label applies (probability above THRESHOLD, i.e. logit above
+    0). TF ops, so numpy logits (the metrics) and tensors (training, serving) alike."""
+    return tf.cast(tf.cast(logits, tf.float32) > 0.0, tf.int32)
 
 
 def label_outputs(task, logits):
     logits = tf.cast(logits, tf.float32)
     predicted = decide(logits)
     names = tf.broadcast_to(tf.constant(list(task.label_list), tf.string), tf.shape(logits))
-    labels = tf.ragged.boolean_mask(names, predicted).to_tensor(
+    labels = tf.ragged.boolean_mask(names, predicted > 0).to_tensor(
         default_value="", shape=[None, len(task.label_list)])
-    return {"probabilities": tf.sigmoid(logits), "predicted": tf.cast(predicted, tf.int32),
-            "labels": labels}
+    return {"probabilities": tf.sigmoid(logits), "predicted": predicted, "labels": labels}
 
 
 def metadata(run):
@@ -65,6 +67,12 @@ class MultiLabelKind(TaskKind):
     has_accuracy = True  # exact match
     row_metrics = True  # one row per example: metrics of sampled rows are meaningful
     serving = Serving(text_inputs, label_outputs, encode=encode_text, metadata=metadata)
+    greater_is_better = True  # its tasks' F1s (a task may still declare its own)
+
+    def decode(self, outputs):
+        """The decisions [B, K] (`decide`): what the task's metrics and prediction files
+        read (kerasbert's default Task.predictions), as its serving and accuracy do."""
+        return decide(outputs)
 
     def per_example_loss(self, labels, outputs):
         per_label = tf.nn.sigmoid_cross_entropy_with_logits(
@@ -72,5 +80,6 @@ class MultiLabelKind(TaskKind):
         return tf.reduce_mean(per_label, axis=-1)
 
     def correct_count(self, labels, outputs):
-        right = tf.equal(decide(outputs), tf.cast(labels, tf.float32) > 0.5)
+        gold = tf.cast(tf.cast(labels, tf.float32) > 0.5, tf.int32)
+        right = tf.equal(self.decode(outputs), gold)
         return tf.reduce_sum(tf.cast(tf.reduce_all(right, axis=-1), tf.float32))

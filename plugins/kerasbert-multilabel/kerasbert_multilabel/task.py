@@ -17,7 +17,8 @@ Blank lines are skipped. Any other malformed row is an InputError naming file an
 Splits: <data_dir>/train.tsv, dev.tsv, test.tsv; the bundled sample
 (kerasbert_multilabel/data/, made by tools/make_sample.py) is used without --data_dir.
 
-Metrics (scikit-learn, on the decisions probability > 0.5): micro_f1 (the main metric:
+Metrics (scikit-learn, on the kind's decisions, probability > 0.5: `Task.predictions`
+decodes with `MultiLabelKind.decode`): micro_f1 (the main metric, higher is better:
 F1 over all (example, label) decisions pooled), macro_f1 (the unweighted mean of the
 per-label F1s; a label that is neither gold nor predicted anywhere in the split scores 0,
 sklearn's zero_division=0) and exact_match (the fraction of examples whose whole label set
@@ -44,6 +45,7 @@ class MultiLabelTsvTask(Task):
     kind = KIND
     default_head = "multi_label_linear"
     main_metric = "micro_f1"
+    greater_is_better = True  # the sweep, early stopping and the reports rank by it
     dev_splits = ("dev",)
     test_splits = ("test",)
     default_learning_rate = 5e-5
@@ -157,10 +159,6 @@ class MultiLabelTsvTask(Task):
         for i, example in enumerate(examples):
             labels[i, [self._index[name] for name in example.label]] = 1.0
         return labels
-
-    def predictions(self, outputs):
-        """int32 [n, K] decisions from the logits: 1 where sigmoid(logit) > 0.5."""
-        return (np.asarray(outputs, np.float32) > 0).astype(np.int32)
 
     def compute_metrics(self, predictions, labels):
         from sklearn import metrics as skmetrics

@@ -1,6 +1,6 @@
 """NER tags inside the serving graph: a sentence string in, one tag per whitespace word out.
 
-The graph repeats kerasbert/tasks/conll.py (`featurize_sentences`, `predict_word_tags`)
+The graph repeats `features.featurize_sentences` and `decoding.predict_word_tags`
 op for op, one sentence at a time (`tf.map_fn`), so a served tag is the tag the run's own
 evaluation gives for the same words:
 
@@ -8,11 +8,11 @@ evaluation gives for the same words:
      each word into word pieces: a word with none keeps one [UNK] position, a word with
      more than fit a window keeps its first piece;
   2. a sentence longer than max_seq_length - 2 pieces is cut into overlapping windows of
-     whole words, each next one starting about half a window later (`conll.windows`);
+     whole words, each next one starting about half a window later (`features.windows`);
   3. each word is predicted in the window where it has the most context
-     (`conll.best_windows`), at its first piece;
+     (`features.best_windows`), at its first piece;
   4. with --document_context, each window also holds the words around it in its document
-     (`conll.context_window`): those of the optional left and right context texts (the
+     (`features.context_window`): those of the optional left and right context texts (the
      document's text before and after the sentence), and the sentence's own words outside
      the window.
 
@@ -24,16 +24,17 @@ import sys
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from kerasbert.data.tokenization import _regex_class
-from kerasbert.kinds.span_graph import _first_max_index
-from kerasbert.tasks.conll import context_pieces
+from kerasbert.data.tokenization import regex_class
+from kerasbert.tasks.base import ServingAnswer
+from kerasbert.tasks.conll.features import context_pieces
+from kerasbert.tasks.graph_ops import first_max_index
 
 # What str.split() splits on, the way a CoNLL line's words are separated.
-_WHITESPACE = _regex_class([cp for cp in range(sys.maxunicode + 1) if chr(cp).isspace()]) + "+"
+_WHITESPACE = regex_class([cp for cp in range(sys.maxunicode + 1) if chr(cp).isspace()]) + "+"
 
 
 def greedy_windows(offsets, capacity):
-    """`conll.windows` in TF: (starts, ends) word ranges, from piece `offsets` [words + 1]."""
+    """`features.windows` in TF: (starts, ends) word ranges, from piece `offsets` [words + 1]."""
     count = tf.size(offsets) - 1
     stride = max(capacity // 2, 1)
 
@@ -94,7 +95,7 @@ class WordTagger:
         starts, ends = greedy_windows(offsets, self.capacity)
 
         # The document as one stream of pieces: left context, the sentence, right context
-        # (`conll.featurize_sentences`); each row is its window plus the context around it.
+        # (`features.featurize_sentences`); each row is its window plus the context around it.
         _, left_pieces = self._pieces(left_context)
         _, right_pieces = self._pieces(right_context)
         stream = tf.concat([left_pieces.flat_values, pieces.flat_values,
@@ -124,7 +125,7 @@ class WordTagger:
         size = tf.gather(offsets, e) - tf.gather(offsets, s)
         score = tf.cast(tf.minimum(left, right), tf.float64) + 0.01 * tf.cast(size, tf.float64)
         score = tf.where((word >= s) & (word < e), score, tf.cast(-float("inf"), tf.float64))
-        owner = tf.cast(_first_max_index(score), tf.int32)
+        owner = tf.cast(first_max_index(score), tf.int32)
         position = 1 + before + offsets[:-1] - tf.gather(row_start, owner)
         word_logits = tf.gather_nd(logits, tf.stack([owner, position], axis=1))
         tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
@@ -132,7 +133,7 @@ class WordTagger:
 
 
 def context_windows(own_start, own_end, room, offsets):
-    """`conll.context_window` in TF, for [rows] own piece ranges: (row starts, row ends)."""
+    """`features.context_window` in TF, for [rows] own piece ranges: (row starts, row ends)."""
     total = offsets[-1]
     half_left = room - room // 2
     left = tf.minimum(own_start, tf.maximum(half_left, room - (total - own_end)))
@@ -140,3 +141,25 @@ def context_windows(own_start, own_end, room, offsets):
     right = room - (own_start - start)
     end = tf.gather(offsets, tf.searchsorted(offsets, own_end + right, side="right") - 1)
     return start, end
+
+
+# The sentence with the text before and after it in its document (serve_with_context).
+CONTEXT_INPUTS = {"text": [None], "left_context": [None], "right_context": [None]}
+
+
+def serving_answer(task, run) -> ServingAnswer:
+    """`ConllTask.serving_answer`: a sentence in, its words and tags out. A run trained
+    with --document_context also serves `serve_with_context`: the sentence `text` with
+    `left_context` and `right_context`, the text before and after it in its document (""
+    for none; whitespace words, as `text`); serving_default then serves the sentence
+    alone, as a document of one sentence."""
+    context = getattr(task, "document_context", "0")
+    tagger = WordTagger(run.model, run.tokenizer, task.label_list, run.config.max_seq_length,
+                        context)
+    if context == "0":
+        return ServingAnswer(answer=lambda inputs: tagger(inputs["text"]))
+    return ServingAnswer(
+        answer=lambda inputs: tagger(inputs["text"]),
+        metadata={"document_context": context},
+        signatures={"serve_with_context": (CONTEXT_INPUTS, lambda inputs: tagger(
+            inputs["text"], inputs["left_context"], inputs["right_context"]))})

@@ -1,18 +1,18 @@
 """SQuAD answers inside the serving graph: question + context strings in, answer text out.
 
-The graph repeats what the Python path does (kerasbert/tasks/squad.py: `build_features`
-then `decode`), op for op, one question at a time (`tf.map_fn`), so a served answer is
+The graph repeats what the Python path does (`features.build_features` then
+`decoding.decode`), op for op, one question at a time (`tf.map_fn`), so a served answer is
 the answer the run's own evaluation gives for the same text:
 
   1. the context is split on BERT's SQuAD whitespace into words (with their offsets), each
      word into word pieces; the question is cut to max_query_length pieces;
   2. windows of the passage start min(doc_stride, room) pieces apart, room being what
-     [CLS] question [SEP] ... [SEP] leaves of max_seq_length (`squad.doc_windows`);
+     [CLS] question [SEP] ... [SEP] leaves of max_seq_length (`features.doc_windows`);
   3. the model scores every window; each piece counts only in the window where it has the
-     most context (`squad.max_context_masks`); the n_best_size best starts and ends of each
+     most context (`features.max_context_masks`); the n_best_size best starts and ends of each
      window are paired (end >= start, length <= max_answer_length, inside the passage),
-     and the best pair over all windows is the answer (`squad.decode`);
-  4. its pieces are projected back onto the original words (`squad.get_final_text`);
+     and the best pair over all windows is the answer (`decoding.decode`);
+  4. its pieces are projected back onto the original words (`decoding.get_final_text`);
   5. v2: the answer is "" when s_null - s_best exceeds the threshold, the run's tuned
      `best_f1_thresh` (a run's dev evaluation stores it in metrics.json).
 
@@ -27,21 +27,12 @@ anything else, so offsets then refer to the context without them.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from kerasbert.tasks.squad import NO_SPAN_ODDS
+from kerasbert import run_folder
+from kerasbert.tasks.base import ServingAnswer
+from kerasbert.tasks.graph_ops import first_max_index
+from kerasbert.tasks.squad.decoding import NO_SPAN_ODDS
 
-_WHITESPACE = "[ \t\r\n\u202f]+"  # run_squad.py's word separators (squad._WORD)
-
-
-def _first_max_index(values, axis=0):
-    """Index of the first maximum along `axis` (tf.argmax does not promise which on ties;
-    the Python decoder takes the first)."""
-    top = tf.reduce_max(values, axis=axis, keepdims=True)
-    index = tf.range(tf.shape(values, out_type=tf.int64)[axis], dtype=tf.int64)
-    shape = [1] * values.shape.rank
-    shape[axis] = -1
-    index = tf.reshape(index, shape) + tf.zeros_like(values, tf.int64)
-    big = tf.shape(values, out_type=tf.int64)[axis]
-    return tf.reduce_min(tf.where(values == top, index, big), axis=axis)
+_WHITESPACE = "[ \t\r\n\u202f]+"  # run_squad.py's word separators (features._WORD)
 
 
 def _char_length(text):
@@ -49,7 +40,7 @@ def _char_length(text):
 
 
 def final_text(pred, orig, tok):
-    """`squad.get_final_text` in TF: (text, first char, last char) of `orig`.
+    """`decoding.get_final_text` in TF: (text, first char, last char) of `orig`.
 
     Finds the de-tokenized prediction in the basic-tokenized words `tok`, then counts
     non-space characters to find the same characters in the original words `orig`; the whole
@@ -120,7 +111,7 @@ class SpanAnswerer:
         n = tf.size(piece_ids)
         query = tok.tokenize_ids(tf.reshape(question, [1])).flat_values[: self.max_query_length]
 
-        # Windows over the passage (squad.doc_windows); an empty passage gets one empty
+        # Windows over the passage (features.doc_windows); an empty passage gets one empty
         # window, where no span is valid, as the Python decoder finds no span.
         q_len = tf.size(query)
         room = self.max_seq_length - q_len - 3
@@ -147,7 +138,7 @@ class SpanAnswerer:
         context_score = (tf.cast(tf.minimum(position - first, last - position), tf.float64)
                          + 0.01 * tf.cast(lengths[:, None], tf.float64))
         inside = (position >= first) & (position <= last)
-        owner = tf.cast(_first_max_index(
+        owner = tf.cast(first_max_index(
             tf.where(inside, context_score, tf.cast(-float("inf"), tf.float64))), tf.int32)
 
         # Best (start, end) pair over the n-best starts and ends of every window.
@@ -168,7 +159,7 @@ class SpanAnswerer:
         pair_score = tf.where(valid, start_logits[:, :, None] + end_logits[:, None, :],
                               tf.cast(-float("inf"), tf.float64))
         flat = tf.reshape(pair_score, [-1])
-        best = tf.cast(_first_max_index(flat), tf.int32)
+        best = tf.cast(first_max_index(flat), tf.int32)
         has_span = tf.reduce_any(valid)
         window, a, b = best // (nb * nb), (best // nb) % nb, best % nb
         best_score = flat[best]
@@ -193,7 +184,7 @@ class SpanAnswerer:
                 "end": end, "null_odds": tf.cast(null_odds, tf.float32)}
 
     def _text(self, words, word_chars, piece_ids, piece_to_word, first_piece, last_piece):
-        """Answer text and its character span in the context (`squad._span_text`)."""
+        """Answer text and its character span in the context (`decoding._span_text`)."""
         vocab = tf.constant(self.tokenizer.vocab)
         pred = tf.strings.reduce_join(tf.gather(vocab, piece_ids[first_piece: last_piece + 1]),
                                       separator=" ")
@@ -213,3 +204,29 @@ class SpanAnswerer:
             return word_chars[first_word + w] + char - word_starts[w]
 
         return text, in_context(first), in_context(last) + 1
+
+
+def null_threshold(run):
+    """SQuAD 2.0: the threshold tuned on dev (best_f1_thresh) when the run evaluated, else
+    the one it was given (--null_score_diff_threshold). A run exports before it writes
+    metrics.json (so that a kill during export resumes), hence eval_results.txt first."""
+    if run.task.version_2:
+        tuned = run_folder.read_eval_results(run.run_dir).get("best_f1_thresh")
+        if tuned is None:
+            tuned = run_folder.read_metrics(run.run_dir).get("best_f1_thresh")
+        if isinstance(tuned, (int, float)):
+            return float(tuned)
+    return float(run.config.null_score_diff_threshold)
+
+
+def serving_answer(task, run) -> ServingAnswer:
+    """`SquadTask.serving_answer`: question + context in, the answer out; the options and
+    the threshold it answers with in the export's metadata."""
+    threshold = null_threshold(run)
+    answerer = SpanAnswerer(run.model, run.tokenizer, task, run.config.max_seq_length,
+                            threshold)
+    return ServingAnswer(
+        answer=lambda inputs: answerer(inputs["question"], inputs["context"]),
+        metadata={"squad_options": {name: getattr(task, name) for name in (
+                      "doc_stride", "max_query_length", "n_best_size", "max_answer_length")},
+                  "null_score_diff_threshold": threshold})
