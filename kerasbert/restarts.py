@@ -158,22 +158,9 @@ def run_all(configs, execute, log=print, tool="kerasbert"):
 def per_example_scores(run_dir, task, metric, split):
     """(per-example score columns, statistic name) of a finished run's dev split, or None:
     what the run's task reads from the files the run keeps (`Task.per_example_scores`;
-    CoNLL: its predictions file, scored per sentence). `task`: the Task, or (what callers
-    passed before tasks supplied their scores) a kind name, when the task is the one named
-    in the run's run_config.json."""
-    if isinstance(task, str):
-        task = _task_of_run(run_dir)
+    CoNLL: its predictions file, scored per sentence)."""
     hook = getattr(task, "per_example_scores", None)
     return hook(run_dir, metric, split) if hook is not None else None
-
-
-def _task_of_run(run_dir):
-    """The registered task a run was made for (run_config.json's "task"), or None."""
-    from kerasbert import plugins  # the registry: only when a table asks for it
-
-    name = run_folder.read_config(run_dir).get("task")
-    reg = plugins.registry()
-    return reg.tasks[name][0] if name in reg.tasks else None
 
 
 # --- Collecting and summarising ------------------------------------------------------------

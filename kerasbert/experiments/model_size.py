@@ -172,7 +172,7 @@ def write_outputs(output_dir, task, rows, seeds, baseline=None):
 
     metric = task.main_metric
     info, lines = describe_rows(rows, task)
-    summary = runner.summarize(rows, metric, task.kind, task.dev_splits[0], baseline, info)
+    summary = runner.summarize(rows, metric, task, task.dev_splits[0], baseline, info)
     keys = list(dict.fromkeys([metric] + [k for r in lines for k in r["metrics"]]))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

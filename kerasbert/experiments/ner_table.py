@@ -108,7 +108,7 @@ def plan(base, task, seeds, rows=None, head_flags=None):
 
 
 def table(rows, task, baseline=None):
-    return runner.summarize(rows, "f1", task.kind, task.dev_splits[0], baseline)
+    return runner.summarize(rows, "f1", task, task.dev_splits[0], baseline)
 
 
 def table_experiment(tuned, frozen, seeds):

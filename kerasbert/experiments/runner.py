@@ -3,7 +3,7 @@ run, then one table with intervals.
 
     rows = [(label, runner.seed_runs(base, task, folder, seeds, **changes)), ...]
     runner.run_rows(rows, "my_experiment", baseline)     # reuses finished runs
-    table = runner.summarize(rows, metric, task.kind, task.dev_splits[0], baseline)
+    table = runner.summarize(rows, metric, task, task.dev_splits[0], baseline)
     runner.publish(output_dir, "table", {task.name: table}, text, experiment)
 
 A row is `(label, {seed: resolved RunConfig})`; its runs go to `<row folder>/seed-<n>/`.
@@ -22,7 +22,7 @@ echoes the Markdown.
 import dataclasses
 import sys
 
-from kerasbert import restarts
+from kerasbert import metrics, restarts
 from kerasbert.errors import InputError, guarded
 
 
@@ -59,14 +59,18 @@ def run_rows(rows, tool, baseline=None, execute=None, log=print):
     restarts.run_all(configs(rows), execute, log=log, tool=tool)
 
 
-def summarize(rows, metric, kind=None, split=None, baseline=None, info=None):
-    """The restarts table (restarts.summarize) of the rows' finished runs; `info`: {label:
-    extra keys} each row of the table keeps (e.g. a size's parameters)."""
+def summarize(rows, metric, task=None, split=None, baseline=None, info=None):
+    """The restarts table (restarts.summarize) of the rows' finished runs, ranked in the
+    direction `task` declares for `metric` (kerasbert/metrics.py) and with its per-example
+    scores of `split` where it supplies them; `info`: {label: extra keys} each row of the
+    table keeps (e.g. a size's parameters)."""
     info = info or {}
     collected = restarts.collect(
         [{"label": label, "runs": {s: c.output_dir for s, c in runs.items()},
-          **info.get(label, {})} for label, runs in rows], metric, kind, split)
-    return restarts.summarize(collected, metric, baseline)
+          **info.get(label, {})} for label, runs in rows], metric, task, split)
+    greater = (metrics.greater_is_better(metric, task, getattr(task, "registered_kind", None))
+               if task is not None else None)
+    return restarts.summarize(collected, metric, baseline, greater_is_better=greater)
 
 
 def publish(folder, stem, tables, text, experiment):

@@ -184,7 +184,7 @@ def cost_columns(found):
 def table(rows, task, baseline=None):
     """The comparison (restarts.summarize) of finished runs, each row with its trained
     parameters and seconds per step (`costs`)."""
-    summary = runner.summarize(rows, task.main_metric, task.kind, task.dev_splits[0], baseline)
+    summary = runner.summarize(rows, task.main_metric, task, task.dev_splits[0], baseline)
     found = costs(rows)
     for row in summary["rows"]:
         row.update(found[row["label"]])
