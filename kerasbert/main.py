@@ -78,7 +78,6 @@ def main(argv):
                         seeds=FLAGS.seeds, baseline=FLAGS.baseline)
     else:
         run_lib.execute(config, registry)
-        print(run_lib.next_steps(config.output_dir), flush=True)
     return 0
 
 

@@ -68,14 +68,6 @@ def progress_to(write):
         _progress.remove(write)
 
 
-def next_steps(output_dir):
-    """The CLI's closing hint after a run (kerasbert.main prints it; the library does not)."""
-    return ("kerasbert: next: `tensorboard --logdir "
-            + run_folder.path(output_dir, run_folder.TENSORBOARD_DIR)
-            + "` for the curves; `--data_dir=<the official files>` for the real data; "
-            "`--init_checkpoint=" + output_dir + "` to fine-tune further from this run")
-
-
 @dataclasses.dataclass
 class Encoder:
     """The encoder a run starts from, with the vocabulary and casing that go with it."""

@@ -14,16 +14,16 @@ imports kerasbert). A head that is keras-hub's BertTextClassifier (cls_linear on
 `keras_hub.models.BertTextClassifier.from_preset(output)` loads it and predicts on raw text.
 The preset names keras-hub's own classes (plain BertBackbone), whose encoder hard-codes the
 tanh GELU and epsilon 1e-12: an encoder that computes anything else (BERT's exact erf GELU,
-another epsilon) then differs slightly in keras-hub (one line says so; ~1e-3 on the
-logits of a tiny random model), and a causal encoder is refused. `--exact_keras_hub` saves
-kerasbert's BertEncoder instead, which computes exactly the run's encoder but loads only
-after `import kerasbert.model.backbone` (it registers the class, and the tokenizer and
+another epsilon) then differs slightly in keras-hub (one line says so), and a causal
+encoder is refused. `export_checkpoint(..., exact_keras_hub=True)` saves kerasbert's
+BertEncoder instead, which computes exactly the run's encoder but loads only after
+`import kerasbert.model.backbone` (it registers the class, and the tokenizer and
 classifier classes keras-hub looks up for it).
 
 huggingface: `config.json` (the encoder's real hidden_act and layer_norm_eps),
 `model.safetensors`, `vocab.txt`, `tokenizer_config.json`, and the model card `README.md`
-(task, labels, data, recipe, dev metrics, the command; kerasbert/export/model_card.py): the BertModel weights always,
-and under HF's names the head where one of HF's BERT heads computes the same:
+(task, labels, data, recipe, dev metrics, the command; kerasbert/export/model_card.py);
+the BertModel weights always, and under HF's names the head where one of HF's BERT heads computes the same:
     cls_linear on the pooler, classification / regression → BertForSequenceClassification
     cls_linear on the pooler, multiple choice              → BertForMultipleChoice
     tagger (linear on every token)                         → BertForTokenClassification
@@ -207,7 +207,8 @@ def keras_hub_backbone(backbone, exact=False):
         return backbone
     if getattr(backbone, "causal", False):
         raise InputError("--format=keras_hub: the encoder is causal (left-to-right), which "
-                         "keras-hub's BertBackbone cannot compute; use --exact_keras_hub")
+                         "keras-hub's BertBackbone cannot compute (exact_keras_hub=True saves "
+                         "kerasbert's BertEncoder)")
     config = {k: v for k, v in backbone.get_config().items()
               if k not in ("hidden_act", "layer_norm_eps", "causal")}
     plain = keras_hub.models.BertBackbone.from_config(config)
@@ -256,9 +257,11 @@ def check_output(output):
     check_can_create(output, "--output")
 
 
-def export_checkpoint(run_dir, output, fmt, exact_keras_hub=False, registry=None):
+def export_checkpoint(run_dir, output, fmt, stock_keras_hub=True, registry=None,
+                      exact_keras_hub=False):
     """Writes the finished run `run_dir` as `fmt` into `output`; returns the lines that say
-    what went where. Every input problem is an InputError before anything is written."""
+    what went where. keras_hub: keras-hub's own BertBackbone (`stock_keras_hub`, now always
+    so), or kerasbert's BertEncoder with `exact_keras_hub`. Every input problem is an InputError before anything is written."""
     if fmt not in FORMATS:
         raise InputError(f"--format={fmt}: unknown format; choose one of {', '.join(FORMATS)}")
     check_output(output)
@@ -290,7 +293,7 @@ def export_checkpoint(run_dir, output, fmt, exact_keras_hub=False, registry=None
                 lines.append(f"{match.note or 'keras-hub has no ' + run.task.kind + ' task'}"
                              ": the preset holds the encoder and tokenizer only")
             if backbone is run.model.backbone:
-                lines.append(f"--exact_keras_hub: the encoder computes hidden_act="
+                lines.append(f"exact_keras_hub: the encoder computes hidden_act="
                              f"{backbone.hidden_act}, layer_norm_eps={backbone.layer_norm_eps}"
                              f"{', causal' if backbone.causal else ''}, which keras-hub's "
                              "BertBackbone does not: the preset names kerasbert's "
@@ -299,7 +302,7 @@ def export_checkpoint(run_dir, output, fmt, exact_keras_hub=False, registry=None
                 lines.append("keras-hub's BertBackbone computes the tanh GELU and epsilon "
                              f"1e-12, not the run's hidden_act={run.model.backbone.hidden_act}"
                              f", layer_norm_eps={run.model.backbone.layer_norm_eps}: outputs "
-                             "differ slightly (--exact_keras_hub: exact, needs kerasbert)")
+                             "differ slightly (exact_keras_hub=True: exact, needs kerasbert)")
         atomic_write_json(os.path.join(tmp, METADATA), {
             **export_identity(run_dir), "format": fmt, "task": run.task.name,
             "kind": run.task.kind, "head": run.config.head or run.task.default_head,
@@ -329,15 +332,12 @@ def main(argv=None):
     parser.add_argument("--format", required=True, help="keras_hub or huggingface.")
     parser.add_argument("--output", required=True,
                         help="The folder to write (new, or empty).")
-    parser.add_argument("--exact_keras_hub", action="store_true",
-                        help="keras_hub: save kerasbert's BertEncoder where the run's encoder "
-                             "computes another GELU or epsilon than keras-hub's BertBackbone: "
-                             "exact, but it loads only after `import kerasbert.model.backbone`.")
     parser.add_argument("--stock_keras_hub", action="store_true",
-                        help=argparse.SUPPRESS)  # the default now; kept so old commands work
+                        help="keras_hub: save plain BertBackbone (loads without kerasbert) "
+                             "even where it computes another GELU or epsilon than the run.")
     args = parser.parse_args(argv)
     try:
-        lines = export_checkpoint(args.run_dir, args.output, args.format, args.exact_keras_hub)
+        lines = export_checkpoint(args.run_dir, args.output, args.format, args.stock_keras_hub)
     except InputError as e:
         print(f"kerasbert: error: {e}", file=sys.stderr)
         return 2

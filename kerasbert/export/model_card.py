@@ -38,6 +38,11 @@ def _flag(value):
     return str(value)
 
 
+def _description(task):
+    description = getattr(task, "description", "")
+    return f": {description}" if description else ""
+
+
 def _data(config, task):
     files = [f"--{name}={getattr(config, name)}" for name in
              ("train_file", "predict_file", "validation_file", "test_file")
@@ -64,7 +69,7 @@ def write(folder, run_dir, config, task, hf_class):
         "",
         f"# {task.name} fine-tuned with kerasbert",
         "",
-        f"- **Task**: {task.name} ({task.kind}){': ' + task.description if getattr(task, 'description', '') else ''}",
+        f"- **Task**: {task.name} ({task.kind}){_description(task)}",
         f"- **Labels**: {', '.join(map(str, labels)) if labels else '(none: ' + task.kind + ')'}",
         f"- **Data**: {_data(config, task)}",
         f"- **Loads as**: `transformers.{hf_class}.from_pretrained` (this folder)",
