@@ -23,7 +23,8 @@ classifier classes keras-hub looks up for it).
 huggingface: `config.json` (the encoder's real hidden_act and layer_norm_eps),
 `model.safetensors`, `vocab.txt`, `tokenizer_config.json`, and the model card `README.md`
 (task, labels, data, recipe, dev metrics, the command; kerasbert/export/model_card.py);
-the BertModel weights always, and under HF's names the head where one of HF's BERT heads computes the same:
+the BertModel weights always, and under HF's names the head where one of HF's BERT heads
+computes the same:
     cls_linear on the pooler, classification / regression → BertForSequenceClassification
     cls_linear on the pooler, multiple choice              → BertForMultipleChoice
     tagger (linear on every token)                         → BertForTokenClassification
@@ -261,7 +262,8 @@ def export_checkpoint(run_dir, output, fmt, stock_keras_hub=True, registry=None,
                       exact_keras_hub=False):
     """Writes the finished run `run_dir` as `fmt` into `output`; returns the lines that say
     what went where. keras_hub: keras-hub's own BertBackbone (`stock_keras_hub`, now always
-    so), or kerasbert's BertEncoder with `exact_keras_hub`. Every input problem is an InputError before anything is written."""
+    so), or kerasbert's BertEncoder with `exact_keras_hub`. Every input problem is an
+    InputError before anything is written."""
     if fmt not in FORMATS:
         raise InputError(f"--format={fmt}: unknown format; choose one of {', '.join(FORMATS)}")
     check_output(output)
