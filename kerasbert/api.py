@@ -25,8 +25,8 @@ from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 
-# Flags of the CLI that name something else in the API, or that RunConfig lacks.
-ALIASES = {"validation_file": "predict_file"}  # HF's name; kerasbert's RunConfig predict_file
+# HF's names for RunConfig fields, where RunConfig has no field of that name (yet).
+ALIASES = {"validation_file": "predict_file"}
 
 
 def _config_fields():
@@ -54,8 +54,7 @@ def make_config(registry, task, output_dir=None, **options):
     values, head_options = {}, dict(options.pop("head_options", None) or {})
     version_2 = options.pop("version_2_with_negative", False)
     for name, value in options.items():
-        target = ALIASES.get(name, name) if ALIASES.get(name) in fields and (
-            name not in fields) else name
+        target = name if name in fields else ALIASES.get(name, name)
         if target in fields:
             values[target] = value
         elif name in head_flags:
