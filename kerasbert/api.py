@@ -172,8 +172,10 @@ class FineTunedModel:
         """
         import tensorflow as tf
 
-        single = isinstance(texts, str) or (
-            isinstance(texts, tuple) and all(isinstance(t, str) for t in texts))
+        names = self.input_names
+        single = isinstance(texts, str) or (  # one (a, b) pair, (context, endings), ...
+            len(names) > 1 and isinstance(texts, tuple) and len(texts) == len(names)
+            and isinstance(texts[0], str))
         examples = [texts] if single else list(texts)
         if not examples:
             return []

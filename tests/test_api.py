@@ -76,6 +76,10 @@ def test_the_issues_python_example_runs_as_written(task, tmp_path, tiny_checkpoi
     assert single["label"] == predictions[0]["label"]
     assert single["probabilities"] == pytest.approx(predictions[0]["probabilities"], abs=1e-6)
     assert run.model.predict(TEXTS) == predictions
+    assert model.predict(tuple(TEXTS)) == predictions  # a tuple of texts is a batch too
+    with pytest.raises(kerasbert.InputError, match=r"example 1 is \('a', 'b'\); the .* model "
+                                                   r"takes text_a per example"):
+        model.predict(["fine", ("a", "b")])
 
     # .keras: strings in, the same probabilities out
     model.save("mine.keras")
