@@ -44,9 +44,28 @@ from kerasbert.training.loop import Timer, Trainer
 from kerasbert.training.phases import PhaseRunner
 
 
-def log(message):
-    """User-facing progress: one line on stdout (absl logging goes to stderr)."""
+def _print(message):
     print(message, flush=True)
+
+
+_progress = [_print]  # where `log` writes: stdout for the CLI, a logger for the Python API
+
+
+def log(message):
+    """User-facing progress: one line on stdout (absl logging goes to stderr), or wherever
+    `progress_to` sends it."""
+    _progress[-1](message)
+
+
+@contextlib.contextmanager
+def progress_to(write):
+    """Sends the run's progress lines to `write` (e.g. absl's logging.info) meanwhile:
+    kerasbert.finetune logs, it does not print."""
+    _progress.append(write)
+    try:
+        yield
+    finally:
+        _progress.remove(write)
 
 
 @dataclasses.dataclass
@@ -356,8 +375,4 @@ def _execute(config, registry, task, head_spec):
             + ", ".join(f"{k}={v:.4f}" for k, v in test_metrics.items()))
     log(f"kerasbert: outputs in {out} (train time {timer.seconds():.0f} s)")
     distribute.discard_worker_output(strategy, out)
-    log("kerasbert: next: `tensorboard --logdir "
-        + run_folder.path(out, run_folder.TENSORBOARD_DIR)
-        + "` for the curves; `--data_dir=<the official files>` for the real data; "
-        "`--init_checkpoint=" + out + "` to fine-tune further from this run")
     return results

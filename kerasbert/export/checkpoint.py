@@ -8,19 +8,23 @@
         → <output>/   written as <parent>/.<name>.tmp-*, renamed when complete
 
 keras_hub: `save_to_preset` of the encoder and its WordPiece vocabulary
-(`keras_hub.models.BertBackbone.from_preset(output)` loads it). A head that is keras-hub's
-BertTextClassifier (cls_linear on the pooled [CLS], a classification or regression task)
-makes it a task preset: `keras_hub.models.BertTextClassifier.from_preset(output)` loads it
-and predicts on raw text. keras-hub's BertBackbone hard-codes the tanh GELU and epsilon
-1e-12; an encoder that computes anything else (BERT's exact erf GELU, another epsilon, a
-causal encoder) is saved as kerasbert's BertEncoder, which keras-hub loads once
-`kerasbert.model.backbone` is imported (it registers the class, and the tokenizer and
-classifier classes keras-hub looks up for it); `--stock_keras_hub` saves
-plain BertBackbone instead, loadable without kerasbert, computing the tanh GELU.
+(`keras_hub.models.BertBackbone.from_preset(output)` loads it, in a process that never
+imports kerasbert). A head that is keras-hub's BertTextClassifier (cls_linear on the pooled
+[CLS], a classification or regression task) makes it a task preset:
+`keras_hub.models.BertTextClassifier.from_preset(output)` loads it and predicts on raw text.
+The preset names keras-hub's own classes (plain BertBackbone), whose encoder hard-codes the
+tanh GELU and epsilon 1e-12: an encoder that computes anything else (BERT's exact erf GELU,
+another epsilon) then differs slightly in keras-hub (one line says so), and a causal
+encoder is refused. `export_checkpoint(..., exact_keras_hub=True)` saves kerasbert's
+BertEncoder instead, which computes exactly the run's encoder but loads only after
+`import kerasbert.model.backbone` (it registers the class, and the tokenizer and
+classifier classes keras-hub looks up for it).
 
 huggingface: `config.json` (the encoder's real hidden_act and layer_norm_eps),
-`model.safetensors`, `vocab.txt`, `tokenizer_config.json`: the BertModel weights always,
-and under HF's names the head where one of HF's BERT heads computes the same:
+`model.safetensors`, `vocab.txt`, `tokenizer_config.json`, and the model card `README.md`
+(task, labels, data, recipe, dev metrics, the command; kerasbert/export/model_card.py);
+the BertModel weights always, and under HF's names the head where one of HF's BERT heads
+computes the same:
     cls_linear on the pooler, classification / regression → BertForSequenceClassification
     cls_linear on the pooler, multiple choice              → BertForMultipleChoice
     tagger (linear on every token)                         → BertForTokenClassification
@@ -45,6 +49,7 @@ import numpy as np
 from kerasbert import plugins, run_folder
 from kerasbert.config import configure_task
 from kerasbert.errors import InputError, at
+from kerasbert.export import model_card
 from kerasbert.export.saved_model import export_identity
 from kerasbert.heads.classifier import ClsClassifier
 from kerasbert.heads.span import SpanHead
@@ -153,6 +158,7 @@ def write_huggingface(run, folder, match):
         tensors[f"{match.hf_prefix}.weight"], tensors[f"{match.hf_prefix}.bias"] = weight, bias
         config.update(_hf_head_config(run, match, num_outputs=len(bias)))
     save_file(tensors, os.path.join(folder, HF_WEIGHTS), metadata={"format": "pt"})
+    model_card.write(folder, run.run_dir, run.config, run.task, match.hf_class or "BertModel")
     with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, sort_keys=True)
     shutil.copyfile(run.tokenizer.vocab_file, os.path.join(folder, encoders.VOCAB))
@@ -193,13 +199,17 @@ def is_stock_keras_hub(backbone):
             and not getattr(backbone, "causal", False))
 
 
-def keras_hub_backbone(backbone, stock=False):
-    """The backbone the preset names: plain BertBackbone where it computes the same (or
-    `stock`), else kerasbert's BertEncoder itself."""
+def keras_hub_backbone(backbone, exact=False):
+    """The backbone the preset names: plain BertBackbone (loads without kerasbert), or
+    kerasbert's BertEncoder itself where `exact` asks for the run's own computation."""
     import keras_hub
 
-    if not (stock or is_stock_keras_hub(backbone)):
+    if exact and not is_stock_keras_hub(backbone):
         return backbone
+    if getattr(backbone, "causal", False):
+        raise InputError("--format=keras_hub: the encoder is causal (left-to-right), which "
+                         "keras-hub's BertBackbone cannot compute (exact_keras_hub=True saves "
+                         "kerasbert's BertEncoder)")
     config = {k: v for k, v in backbone.get_config().items()
               if k not in ("hidden_act", "layer_norm_eps", "causal")}
     plain = keras_hub.models.BertBackbone.from_config(config)
@@ -207,10 +217,10 @@ def keras_hub_backbone(backbone, stock=False):
     return plain
 
 
-def write_keras_hub(run, folder, match, stock=False):
+def write_keras_hub(run, folder, match, exact=False):
     import keras_hub
 
-    backbone = keras_hub_backbone(run.model.backbone, stock)
+    backbone = keras_hub_backbone(run.model.backbone, exact)
     if isinstance(backbone, BertEncoder):  # keras-hub finds these by their backbone_cls
         classes = (BertEncoderTokenizer, BertEncoderTextClassifierPreprocessor,
                    BertEncoderTextClassifier)
@@ -248,9 +258,12 @@ def check_output(output):
     check_can_create(output, "--output")
 
 
-def export_checkpoint(run_dir, output, fmt, stock_keras_hub=False, registry=None):
+def export_checkpoint(run_dir, output, fmt, stock_keras_hub=True, registry=None,
+                      exact_keras_hub=False):
     """Writes the finished run `run_dir` as `fmt` into `output`; returns the lines that say
-    what went where. Every input problem is an InputError before anything is written."""
+    what went where. keras_hub: keras-hub's own BertBackbone (`stock_keras_hub`, now always
+    so), or kerasbert's BertEncoder with `exact_keras_hub`. Every input problem is an
+    InputError before anything is written."""
     if fmt not in FORMATS:
         raise InputError(f"--format={fmt}: unknown format; choose one of {', '.join(FORMATS)}")
     check_output(output)
@@ -258,6 +271,8 @@ def export_checkpoint(run_dir, output, fmt, stock_keras_hub=False, registry=None
     match = match_head(run)
     if fmt == "huggingface":
         encoders.hf_config(run.model.backbone)  # a causal encoder fails before any writing
+    elif not exact_keras_hub and getattr(run.model.backbone, "causal", False):
+        keras_hub_backbone(run.model.backbone)  # its InputError, before any writing
     output = os.path.abspath(output)
     parent = os.path.dirname(output)
     os.makedirs(parent, exist_ok=True)
@@ -272,7 +287,7 @@ def export_checkpoint(run_dir, output, fmt, stock_keras_hub=False, registry=None
             if match.note:
                 lines.append(f"{match.note}: the folder holds BertModel only")
         else:
-            backbone = write_keras_hub(run, tmp, match, stock_keras_hub)
+            backbone = write_keras_hub(run, tmp, match, exact_keras_hub)
             what = ("keras_hub.models.BertTextClassifier.from_preset" if match.keras_hub_task
                     else "keras_hub.models.BertBackbone.from_preset")
             lines.append(f"keras-hub preset ({what})")
@@ -280,16 +295,16 @@ def export_checkpoint(run_dir, output, fmt, stock_keras_hub=False, registry=None
                 lines.append(f"{match.note or 'keras-hub has no ' + run.task.kind + ' task'}"
                              ": the preset holds the encoder and tokenizer only")
             if backbone is run.model.backbone:
-                lines.append(f"the encoder computes hidden_act={backbone.hidden_act}, "
-                             f"layer_norm_eps={backbone.layer_norm_eps}"
+                lines.append(f"exact_keras_hub: the encoder computes hidden_act="
+                             f"{backbone.hidden_act}, layer_norm_eps={backbone.layer_norm_eps}"
                              f"{', causal' if backbone.causal else ''}, which keras-hub's "
                              "BertBackbone does not: the preset names kerasbert's "
-                             "BertEncoder; load it after `import kerasbert.model.backbone` "
-                             "(or export with --stock_keras_hub)")
+                             "BertEncoder; load it after `import kerasbert.model.backbone`")
             elif not is_stock_keras_hub(run.model.backbone):
-                lines.append("--stock_keras_hub: plain BertBackbone computes the tanh GELU "
-                             f"and epsilon 1e-12, not the run's hidden_act="
-                             f"{run.model.backbone.hidden_act}: outputs differ slightly")
+                lines.append("keras-hub's BertBackbone computes the tanh GELU and epsilon "
+                             f"1e-12, not the run's hidden_act={run.model.backbone.hidden_act}"
+                             f", layer_norm_eps={run.model.backbone.layer_norm_eps}: outputs "
+                             "differ slightly (exact_keras_hub=True: exact, needs kerasbert)")
         atomic_write_json(os.path.join(tmp, METADATA), {
             **export_identity(run_dir), "format": fmt, "task": run.task.name,
             "kind": run.task.kind, "head": run.config.head or run.task.default_head,

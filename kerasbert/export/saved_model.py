@@ -40,7 +40,9 @@ decoding, word re-alignment); the graph repeats the Python decoders op for op, o
 question or sentence at a time, so served answers equal the run's own predictions.
 
 Loading the export in Python needs `import tensorflow_text` first (it registers the
-tokenizer's ops); TF Serving's model server has them built in.
+tokenizer's ops); TF Serving's model server has them built in. Each signature is also an
+attribute of the same name taking one dict, what `keras.layers.TFSMLayer(path,
+call_endpoint="serving_default")` calls.
 """
 
 import argparse
@@ -154,18 +156,17 @@ def write_saved_model(run, path):
     def serve_token_ids(inputs):
         return spec.outputs(task, model(inputs, training=False))
 
-    def concrete(fn, shapes, dtype):
-        return tf.function(fn, input_signature=_specs(shapes, dtype),
-                           autograph=False).get_concrete_function()
-
-    signatures = {
-        "serving_default": concrete(serve_text, spec.text_inputs(task), tf.string),
-        "serve_token_ids": concrete(serve_token_ids,
-                                    {n: [None] * run.kind.inputs_rank for n in TOKEN_ID_INPUTS},
-                                    tf.int32),
+    functions = {  # traced once each; saved as signatures and as attributes (below)
+        "serving_default": tf.function(serve_text, input_signature=_specs(
+            spec.text_inputs(task), tf.string), autograph=False),
+        "serve_token_ids": tf.function(serve_token_ids, input_signature=_specs(
+            {n: [None] * run.kind.inputs_rank for n in TOKEN_ID_INPUTS}, tf.int32),
+            autograph=False),
     }
     for name, (shapes, fn) in spec.signatures(run).items():
-        signatures[name] = concrete(fn, shapes, tf.string)
+        functions[name] = tf.function(fn, input_signature=_specs(shapes, tf.string),
+                                      autograph=False)
+    signatures = {name: fn.get_concrete_function() for name, fn in functions.items()}
     # What the signatures capture must be reachable from the saved object: the vocabulary
     # tables (through the tokenizer) and the variables. The variables are the tf.Variables
     # the functions read, not the Keras wrappers of model.variables: with the wrappers,
@@ -173,6 +174,10 @@ def write_saved_model(run, path):
     # uninitialised ("Could not find variable ...").
     root = tf.Module()
     root.tokenizer = tokenizer
+    # A signature takes keyword arguments only; keras.layers.TFSMLayer calls its endpoint
+    # with one positional dict, which finds the same function as an attribute first.
+    for name, fn in functions.items():
+        setattr(root, name, fn)
     root.model_variables = list({id(v): v for fn in signatures.values()
                                  for v in fn.variables}.values())
     tf.saved_model.save(root, path, signatures=signatures)

@@ -270,6 +270,22 @@ def test_token_id_signature_equals_the_trained_model(exported, served, name):
     _assert_outputs_match(result["outputs"], e.expected, e.run.task.label_list)
 
 
+@pytest.mark.parametrize("name", TASKS)
+def test_keras_tfsm_layer_wraps_both_signatures(exported, name):
+    """keras.layers.TFSMLayer calls an endpoint with one positional dict (a signature alone
+    takes keywords only: "too many positional arguments"); the export serves both."""
+    import keras
+    import tensorflow as tf
+
+    e = _need(exported, name)
+    for endpoint, inputs in (("serving_default", e.inputs), ("serve_token_ids", e.token_ids)):
+        layer = keras.layers.TFSMLayer(e.path, call_endpoint=endpoint)
+        out = layer({k: tf.constant(v) for k, v in inputs.items()})
+        actual = {k: (v.numpy().astype(str).tolist() if v.dtype == tf.string else
+                      v.numpy().tolist()) for k, v in out.items()}
+        _assert_outputs_match(actual, e.expected, e.run.task.label_list)
+
+
 def test_output_dtypes_and_shapes_per_kind(exported, served):
     results = served[0]
     assert results["sst2"]["text"]["shapes"] == {"probabilities": [5, 2], "label": [5]}
