@@ -1,0 +1,232 @@
+"""How every kerasbert command reads its command line: absl flags, one way.
+
+    command.run(entry, flag_values, usage=...)   # the process's exit status
+
+- `--help` (-h, --helpshort): the command's short usage on stdout, exit 0.
+- `--helpfull`: every flag of kerasbert and its plugins, not those of the libraries
+  imported into absl's global FLAGS (absltest's --test_random_seed, TensorFlow's TPU tracer).
+- `--config=FILE` (JSON or YAML): keys are flag names, flags given on the command line (or
+  in absl's `--flagfile`) win; a run's run_config.json is a valid config.
+- A bad flag or config key, and any `InputError`, is one line `kerasbert: error: ...`,
+  exit 2 (errors.guarded); Ctrl-C is one line (what `on_interrupt` says), exit 130.
+"""
+
+import difflib
+import json
+import os
+import sys
+
+from kerasbert.errors import InputError, guarded
+
+HELP = ("--help", "-help", "-h", "-?", "--helpshort")
+HELPFULL = ("--helpfull", "-helpfull")
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+# Flags other libraries define in absl's global FLAGS when imported: not kerasbert's.
+_LIBRARIES = ("absl", "tensorflow", "keras", "tf_keras", "keras_hub", "tensorboard", "jax",
+              "ml_collections", "tensorflow_datasets", "tensorflow_text")
+# run_config.json keys whose value is a dict of flags (the head's own flags).
+NESTED = ("head_options",)
+FOOTER = ("--config=FILE reads flags from a JSON or YAML file (a run's run_config.json "
+          "repeats the run); --flagfile=FILE reads one --flag=value a line (absl). Flags on "
+          "the command line win. Docs: docs/guide/command-line.md")
+
+
+def prog_name(argv=None):
+    """How the user started this command: `kerasbert` or `python -m kerasbert.<module>`."""
+    argv = sys.argv if argv is None else argv
+    orig = list(getattr(sys, "orig_argv", []))
+    if "-m" in orig[:-1]:
+        return f"python -m {orig[orig.index('-m') + 1]}"
+    return os.path.basename(argv[0]) if argv else "kerasbert"
+
+
+def own_modules(flag_values):
+    """The modules that defined flag_values' flags, kerasbert's and its plugins' only."""
+    return [module for module in flag_values.flags_by_module_dict()
+            if module.split(".")[0] not in _LIBRARIES]
+
+
+def full_help(flag_values):
+    """--helpfull: every kerasbert (and plugin) flag, by the module that defines it."""
+    parts = []
+    for module in own_modules(flag_values):
+        text = flag_values.module_help(module)
+        if text:
+            parts.append(text)
+    return "\n\n".join(parts) + "\n\n" + FOOTER
+
+
+def flag_line(flag, text, width=26):
+    """`  --name=DEFAULT   text`: one line of a short usage."""
+    default = flag.default_as_str if flag.default is not None else ""
+    if isinstance(flag.default, bool):
+        default = "true" if flag.default else "false"
+    left = f"  --{flag.name}" + (f"={default.strip(chr(39))}" if default else "")
+    if len(left) >= width:
+        return f"{left}  {text}"
+    return f"{left:<{width}}{text}"
+
+
+def module_usage(module_name, flag_values, doc=None):
+    """A command's short usage: its docstring and its own module's flags."""
+    doc = (doc if doc is not None else sys.modules[module_name].__doc__ or "").strip()
+    own = [f for f in flag_values.get_flags_for_module(module_name)
+           if f.name not in ("config",)]
+    lines = [doc, ""] if doc else []
+    for flag in own:
+        lines.append(flag_line(flag, first_sentence(flag.help)))
+    lines += ["", FOOTER, "--helpfull: every flag with its full help."]
+    return "\n".join(lines)
+
+
+def first_sentence(text, limit=72):
+    text = " ".join((text or "").split())
+    end = text.find(". ")
+    text = text if end < 0 else text[:end + 1]
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+# --- --config ----------------------------------------------------------------------------
+
+def config_path(argv):
+    """The value of --config in argv (last one wins, as absl does), or None."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config="):
+            found = arg.split("=", 1)[1]
+        elif arg == "--config" and i + 1 < len(argv):
+            found = argv[i + 1]
+    return found
+
+
+def read_config(path):
+    """{flag name: value} from a JSON or YAML file; an InputError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InputError(f"--config={path}: {e.strerror or e}") from None
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else path
+            raise InputError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    else:
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); a config "
+                             "ending .yaml or .yml is read as YAML") from None
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise InputError(f"{path}: a config is a mapping of flag names to values, not a "
+                         f"{type(values).__name__}")
+    flat = {}
+    for key, value in values.items():
+        if key in NESTED and isinstance(value, dict):
+            flat.update(value)
+        else:
+            flat[key] = value
+    return flat
+
+
+def apply_config(path, flag_values, given):
+    """Sets the config's flags except those in `given` (set on the command line)."""
+    for key, value in read_config(path).items():
+        if key not in flag_values:
+            close = difflib.get_close_matches(key, list(flag_values), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise InputError(f"{path}: unknown key '{key}' (not a flag of this command{hint})")
+        if key in given or key in ("config", "flagfile"):
+            continue
+        flag = flag_values[key]
+        try:
+            if value is None:
+                flag.value = None
+            else:
+                if isinstance(value, (list, tuple)) and not isinstance(flag.default, list):
+                    value = ",".join(str(v) for v in value)
+                flag.parse(value)
+        except Exception as e:  # absl's IllegalFlagValueError, or a TypeError from a parser
+            raise InputError(f"{path}: {key}: {value!r} is not a valid value ({e})") from None
+    flag_values.validate_all_flags()
+
+
+# --- The command -------------------------------------------------------------------------
+
+def parse(argv, flag_values, usage):
+    """absl's flag parsing with --help, --helpfull and --config: the unparsed arguments."""
+    from absl import flags
+
+    if any(arg in HELP for arg in argv[1:]):
+        print(usage() if callable(usage) else usage)
+        sys.exit(0)
+    if any(arg in HELPFULL for arg in argv[1:]):
+        print(full_help(flag_values))
+        sys.exit(0)
+    before = {name: flag_values[name].present for name in flag_values}
+    try:
+        rest = flag_values(argv)
+        path = config_path(argv[1:]) or (flag_values["config"].value
+                                         if "config" in flag_values else None)
+        if path:
+            given = {name for name in flag_values
+                     if flag_values[name].present > before.get(name, 0)}
+            apply_config(path, flag_values, given)
+    except flags.Error as e:
+        print(f"kerasbert: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except InputError as e:
+        print(f"kerasbert: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return rest
+
+
+def define_config_flag(flag_values):
+    from absl import flags
+
+    if "config" not in flag_values:
+        flags.DEFINE_string("config", None, "A JSON or YAML file of flag values (keys are flag "
+                            "names; a run's run_config.json repeats it); flags on the command "
+                            "line win.", flag_values=flag_values)
+
+
+def run(entry, flag_values=None, usage=None, argv=None, on_interrupt=None, reraise=None):
+    """Runs `entry(argv)` as a command (absl app) on `flag_values` (default: absl's global
+    FLAGS) and returns the exit status (a caller passes it to sys.exit). `usage`: the
+    --help text, or a function making it; `on_interrupt()`: the one line Ctrl-C prints."""
+    from absl import app, flags
+
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    define_config_flag(flag_values)
+    argv = list(sys.argv if argv is None else argv)
+    if usage is None:
+        usage = lambda: module_usage(entry.__module__, flag_values)  # noqa: E731
+    if reraise is None:
+        reraise = lambda: "verbose" in flag_values and bool(flag_values["verbose"].value)  # noqa: E731
+
+    def flags_parser(args):
+        rest = parse(args, flag_values, usage)
+        if flag_values is not flags.FLAGS and not flags.FLAGS.is_parsed():
+            flags.FLAGS.mark_as_parsed()  # absl's app reads its own flags from the global FLAGS
+        return rest
+
+    def body(args):
+        try:
+            return guarded(entry, reraise=reraise)(args)
+        except KeyboardInterrupt:
+            sys.stdout.flush()
+            print(on_interrupt() if on_interrupt else "kerasbert: interrupted", file=sys.stderr,
+                  flush=True)
+            return INTERRUPTED
+
+    try:
+        app.run(body, argv=argv, flags_parser=flags_parser)
+    except SystemExit as done:  # app.run ends the process; a caller in-process gets a status
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    return 0
