@@ -26,9 +26,9 @@ _LIBRARIES = ("absl", "tensorflow", "keras", "tf_keras", "keras_hub", "tensorboa
               "ml_collections", "tensorflow_datasets", "tensorflow_text")
 # run_config.json keys whose value is a dict of flags (the head's own flags).
 NESTED = ("head_options",)
-FOOTER = ("--config=FILE reads flags from a JSON or YAML file (a run's run_config.json "
-          "repeats the run); --flagfile=FILE reads one --flag=value a line (absl). Flags on "
-          "the command line win. Docs: docs/guide/command-line.md")
+FOOTER = ("--config=FILE: flags from a JSON or YAML file (a run's run_config.json repeats "
+          "the run);\n--flagfile=FILE: one --flag=value a line (absl). Flags on the command "
+          "line win.\nDocs: docs/guide/command-line.md")
 
 
 def prog_name(argv=None):
@@ -56,7 +56,7 @@ def full_help(flag_values):
     return "\n\n".join(parts) + "\n\n" + FOOTER
 
 
-def flag_line(flag, text, width=26):
+def flag_line(flag, text, width=32):
     """`  --name=DEFAULT   text`: one line of a short usage."""
     default = flag.default_as_str if flag.default is not None else ""
     if isinstance(flag.default, bool):

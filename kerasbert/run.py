@@ -356,8 +356,4 @@ def _execute(config, registry, task, head_spec):
             + ", ".join(f"{k}={v:.4f}" for k, v in test_metrics.items()))
     log(f"kerasbert: outputs in {out} (train time {timer.seconds():.0f} s)")
     distribute.discard_worker_output(strategy, out)
-    log("kerasbert: next: `tensorboard --logdir "
-        + run_folder.path(out, run_folder.TENSORBOARD_DIR)
-        + "` for the curves; `--data_dir=<the official files>` for the real data; "
-        "`--init_checkpoint=" + out + "` to fine-tune further from this run")
     return results
