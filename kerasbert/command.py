@@ -14,6 +14,7 @@
 import difflib
 import json
 import os
+import re
 import sys
 
 from kerasbert.errors import InputError, guarded
@@ -70,13 +71,21 @@ def flag_line(flag, text, width=32):
 def module_usage(module_name, flag_values, doc=None):
     """A command's short usage: its docstring and its own module's flags."""
     doc = (doc if doc is not None else sys.modules[module_name].__doc__ or "").strip()
-    own = [f for f in flag_values.get_flags_for_module(module_name)
-           if f.name not in ("config",)]
+    # absl files a `python -m` module's flags under its path (sys.argv[0]), not __main__
+    key = sys.argv[0] if module_name == "__main__" else module_name
+    own = [f for f in flag_values.get_flags_for_module(key) if f.name != "config"]
     lines = [doc, ""] if doc else []
     for flag in own:
         lines.append(flag_line(flag, first_sentence(flag.help)))
     lines += ["", FOOTER, "--helpfull: every flag with its full help."]
     return "\n".join(lines)
+
+
+def flags_usage(flag_values):
+    """One `flag_line` per flag of a command's own FlagValues (--config aside)."""
+    return "\n".join(flag_line(flag_values[name], first_sentence(flag_values[name].help, 200))
+                     for name in sorted(flag_values) if name != "config"
+                     and flag_values[name].name == name)  # short names once
 
 
 def first_sentence(text, limit=72):
@@ -179,7 +188,9 @@ def parse(argv, flag_values, usage):
                      if flag_values[name].present > before.get(name, 0)}
             apply_config(path, flag_values, given)
     except flags.Error as e:
-        print(f"kerasbert: error: {e}", file=sys.stderr)
+        required = re.search(r"Flag --(\w+) must have a value other than None", str(e))
+        print(f"kerasbert: error: --{required.group(1)}: required" if required
+              else f"kerasbert: error: {e}", file=sys.stderr)
         sys.exit(2)
     except InputError as e:
         print(f"kerasbert: error: {e}", file=sys.stderr)
