@@ -113,13 +113,13 @@ def next_steps(config):
     return steps
 
 
-def resume_command(argv, output_dir=None):
+def resume_command(args, output_dir=None, prog=None):
     """The command line that resumes this run: the same one (with --output_dir added when
     the folder was chosen by date, else a rerun would start a new one)."""
-    args = list(argv[1:])
+    args = list(args)
     if output_dir is not None:
         args.append(f"--output_dir={output_dir}")
-    return shlex.join([*shlex.split(command.prog_name(argv)), *args])
+    return shlex.join([*shlex.split(prog or command.prog_name()), *args])
 
 
 def last_checkpoint(output_dir):
@@ -147,7 +147,7 @@ def interrupted_line():
     checkpoint = last_checkpoint(out)
     where = (f"last checkpoint {checkpoint}" if checkpoint
              else f"no checkpoint yet in {out} (rerunning starts the training over)")
-    again = resume_command(sys.argv, None if _started["output_dir_given"] else out)
+    again = resume_command(sys.argv[1:], None if _started["output_dir_given"] else out)
     return f"kerasbert: interrupted; {where}; resume with: {again}"
 
 
