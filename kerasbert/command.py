@@ -63,7 +63,7 @@ def flag_line(flag, text, width=32):
     if isinstance(flag.default, bool):
         default = "true" if flag.default else "false"
     left = f"  --{flag.name}" + (f"={default.strip(chr(39))}" if default else "")
-    if len(left) >= width:
+    if len(left) + 2 > width:
         return f"{left}  {text}"
     return f"{left:<{width}}{text}"
 
