@@ -7,7 +7,6 @@ before any data is read; the run itself lives in kerasbert/run.py.
 """
 
 import dataclasses
-import glob
 import logging as std_logging
 import os
 import shlex
@@ -123,19 +122,26 @@ def resume_command(args, output_dir=None, prog=None):
 
 
 def last_checkpoint(output_dir):
-    """The newest resume checkpoint under output_dir (a run's, or a sweep's runs'), or None."""
-    newest, when = None, -1.0
-    for state in glob.glob(os.path.join(glob.escape(output_dir), "**", "checkpoints",
-                                        "checkpoint"), recursive=True):
+    """The newest resume checkpoint of the run in output_dir (or of a sweep's runs), or None;
+    through tf.io.gfile, so a gs:// run folder is read where it is."""
+    import tensorflow as tf
+
+    newest, when = None, -1
+    for pattern in ("checkpoints", "runs/*/checkpoints"):
         try:
-            with open(state, encoding="utf-8") as f:
-                first = f.readline()
-            mtime = os.path.getmtime(state)
-        except OSError:
+            states = tf.io.gfile.glob(f"{output_dir}/{pattern}/checkpoint")
+        except tf.errors.OpError:
             continue
-        if first.startswith("model_checkpoint_path:") and mtime > when:
-            name = first.split(":", 1)[1].strip().strip('"')
-            newest, when = os.path.join(os.path.dirname(state), name), mtime
+        for state in states:
+            try:
+                with tf.io.gfile.GFile(state) as f:
+                    first = f.readline()
+                mtime = tf.io.gfile.stat(state).mtime_nsec
+            except tf.errors.OpError:
+                continue
+            if first.startswith("model_checkpoint_path:") and mtime > when:
+                name = first.split(":", 1)[1].strip().strip('"')
+                newest, when = f"{state.rsplit('/', 1)[0]}/{name}", mtime
     return newest
 
 
