@@ -228,6 +228,10 @@ def run(entry, flag_values=None, usage=None, argv=None, on_interrupt=None, rerai
         return rest
 
     def body(args):
+        from absl import logging
+
+        if not flags.FLAGS["verbosity"].present:  # app.run raised it to INFO: keep it quiet
+            logging.set_verbosity(logging.WARNING)  # (kerasbert's own lines go to stdout)
         try:
             return guarded(entry, reraise=reraise)(args)
         except KeyboardInterrupt:
