@@ -219,7 +219,8 @@ def run(entry, flag_values=None, usage=None, argv=None, on_interrupt=None, rerai
     if usage is None:
         usage = lambda: module_usage(entry.__module__, flag_values)  # noqa: E731
     if reraise is None:
-        reraise = lambda: "verbose" in flag_values and bool(flag_values["verbose"].value)  # noqa: E731
+        def reraise():
+            return "verbose" in flag_values and bool(flag_values["verbose"].value)
 
     def flags_parser(args):
         rest = parse(args, flag_values, usage)

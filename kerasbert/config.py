@@ -41,7 +41,8 @@ class RunConfig:
 
     # --- Data ---
     data_dir: str | None = setting(
-        None, group="task and data", brief="The task's official files; default: the bundled sample.",
+        None, group="task and data",
+        brief="The task's official files; default: the bundled sample.",
         help="The folder with the task's official files (e.g. a GLUE task folder with "
         "train.tsv and dev.tsv). Default: the bundled sample.")
     use_tfds: bool = setting(

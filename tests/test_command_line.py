@@ -249,7 +249,7 @@ def test_ctrl_c_names_the_checkpoint_and_the_command_that_resumes(tmp_path):
     assert match.group(1).startswith(f"kerasbert_runs/{folder.name}/checkpoints/ckpt-")
     # The dated folder is named, so the same command resumes instead of starting anew.
     resume = match.group(2)
-    assert resume == "kerasbert " + " ".join(args[3:]) + f" --output_dir=kerasbert_runs/{folder.name}"
+    assert resume == " ".join(["kerasbert", *args[3:], f"--output_dir=kerasbert_runs/{folder.name}"])
     result = cli([*CONSOLE, *resume.split()[1:]], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "kerasbert: resuming at phase 1" in result.stdout

@@ -198,10 +198,11 @@ def offline_hint(path):
         return ""
     example = default_checkpoint()
     local = f", e.g. {example}" if example else ""
+    handle = "hf://" + (path if "/" in path else "google-bert/" + path)
     return (f" (a HuggingFace Hub name is not downloaded: pass a local HuggingFace BERT "
             f"folder (config.json, model.safetensors, vocab.txt) or keras-hub preset "
-            f"folder{local}; with the network, hf://{path if '/' in path else 'google-bert/' + path} "
-            f"or a keras-hub preset name such as bert_base_en_uncased)")
+            f"folder{local}; with the network, {handle} or a keras-hub preset name such as "
+            "bert_base_en_uncased)")
 
 
 def _load_remote_preset(handle, dropout):

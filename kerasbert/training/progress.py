@@ -4,8 +4,8 @@ at each epoch's end:
 
     kerasbert: finetune step 120/900 (epoch 1/3): 85.3 examples/s, ETA 9m08s, loss 0.6931
 
-`KERASBERT_PROGRESS_SECONDS` changes the 30 s (0: a line every step). It reads the loss the training loop already brought to the host and the clock: no extra
-device work per step.
+`KERASBERT_PROGRESS_SECONDS` changes the 30 s (0: a line every step). It reads the loss the
+training loop already brought to the host and the clock: no extra device work per step.
 """
 
 import os
