@@ -83,9 +83,14 @@ def module_usage(module_name, flag_values, doc=None):
 
 def flags_usage(flag_values):
     """One `flag_line` per flag of a command's own FlagValues (--config aside)."""
-    return "\n".join(flag_line(flag_values[name], first_sentence(flag_values[name].help, 200))
-                     for name in sorted(flag_values) if name != "config"
-                     and flag_values[name].name == name)  # short names once
+    lines = []
+    for name in sorted(flag_values):
+        flag = flag_values[name]
+        if name == "config" or flag.name != name:  # a short name: shown with its flag
+            continue
+        short = f" (-{flag.short_name})" if flag.short_name else ""
+        lines.append(flag_line(flag, " ".join(flag.help.split()) + short))
+    return "\n".join(lines)
 
 
 def first_sentence(text, limit=72):
