@@ -100,6 +100,72 @@ def first_sentence(text, limit=72):
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
+# --- Options declared argparse-style (a few experiments), parsed as absl flags ------------
+
+def flags_of(parser):
+    """A FlagValues with a flag per option of an argparse parser (its name, default, type,
+    help; store_true: a boolean; nargs="+": a comma-separated list; required kept)."""
+    import argparse
+
+    from absl import flags
+
+    fv = flags.FlagValues()
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or not action.option_strings:
+            continue
+        name, text = action.dest, action.help or ""
+        if isinstance(action, argparse._StoreTrueAction):
+            flags.DEFINE_boolean(name, False, text, flag_values=fv)
+        elif action.choices:
+            flags.DEFINE_enum(name, action.default, list(action.choices), text, flag_values=fv)
+        elif action.nargs in ("+", "*"):
+            flags.DEFINE_list(name, action.default, text, flag_values=fv)
+        else:
+            define = {int: flags.DEFINE_integer, float: flags.DEFINE_float}.get(
+                action.type, flags.DEFINE_string)
+            define(name, action.default, text, flag_values=fv)
+        if action.required:
+            flags.mark_flag_as_required(name, flag_values=fv)
+    return fv
+
+
+def namespace(flag_values):
+    """The parsed flags as attributes (what argparse's parse_args returns)."""
+    import types
+
+    return types.SimpleNamespace(**{name: flag_values[name].value for name in flag_values
+                                    if flag_values[name].name == name and name != "config"})
+
+
+def run_parser(parser, main, argv):
+    """`main(namespace)` as a command whose options an argparse parser declares: parsed as
+    every kerasbert command's flags (command.run), --help its description and options."""
+    fv = flags_of(parser)
+
+    def entry(args):
+        if len(args) > 1:
+            raise InputError(f"unexpected arguments: {' '.join(args[1:])} (a list flag takes "
+                             "its values comma-separated, --flag=a,b)")
+        return main(namespace(fv))
+
+    prog, _, name = parser.prog.partition(" ")
+    if prog.endswith(os.path.join("experiments", "__main__.py")):  # as the user typed it
+        prog = "python -m kerasbert.experiments"
+    prog = f"{prog} {name}".strip()
+    usage = "\n".join([f"usage: {prog} [--flag=value ...]", parser.description or "",
+                        "", flags_usage(fv)])
+    return run(entry, fv, usage=usage, argv=list(argv))
+
+
+def parse_with_flags(parser, argv):
+    """argparse's parse_args(argv[1:]), parsed by absl (one way for every command)."""
+    fv = flags_of(parser)
+    rest = parse(list(argv), fv, lambda: flags_usage(fv))
+    if len(rest) > 1:
+        raise InputError(f"unexpected arguments: {' '.join(rest[1:])}")
+    return namespace(fv)
+
+
 # --- --config ----------------------------------------------------------------------------
 
 def config_path(argv):

@@ -68,6 +68,9 @@ def test_helpfull_lists_kerasbert_and_plugin_flags_not_other_libraries():
     (["kerasbert.pretraining.create_data"], "--input_file"),
     (["kerasbert.experiments"], "model_size"),
     (["kerasbert.experiments", "model_size"], "--sizes"),
+    (["kerasbert.experiments", "findings"], "--runs"),
+    (["kerasbert.experiments", "landscape_findings"], "--landscape_dirs"),
+    (["kerasbert.experiments", "pretraining_ablation"], "--work_dir"),
     (["kerasbert.evaluate"], "squad_v1"),
 ])
 def test_every_command_answers_help(args, main_flag, tmp_path):
