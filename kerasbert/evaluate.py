@@ -7,15 +7,21 @@
 Arguments and printed JSON are those of evaluate-v1.1.py / evaluate-v2.0.py, so existing
 scripts keep working. A bad file is one line on stderr naming it, and exit code 2.
 
-Adding a scorer is one function and one line: write `def name(parser)` that adds its
-arguments and returns `run(args) -> dict | None`, and append it to `COMMANDS`. The function
-name is the subcommand; the first docstring line is its help.
+Adding a scorer is one function and one line: write `def name(flag_values)` that defines
+its options as absl flags on `flag_values` and returns `run(positional, ...)`, whose
+parameters are the command's positional arguments, and append it to `COMMANDS`. The
+function name is the subcommand; the first docstring line is its help. The options keep the
+official scripts' spellings (`--na-prob-file`, `-n`); flags are parsed as in every kerasbert
+command (kerasbert/command.py).
 """
 
-import argparse
+import inspect
 import json
 import sys
 
+from absl import flags
+
+from kerasbert import command
 from kerasbert.errors import InputError, at
 from kerasbert.tasks import conll
 from kerasbert.tasks.squad import metrics as squad_metrics
@@ -71,67 +77,66 @@ def value_type_name(value_type):
 
 # ---- subcommands -----------------------------------------------------------------------------
 
-def squad_v1(parser):
+def squad_v1(flag_values):
     """SQuAD v1.1 exact match and F1, as evaluate-v1.1.py."""
-    parser.add_argument("dataset_file", help="Dataset file (the official dev-v1.1.json).")
-    parser.add_argument("prediction_file", help="Prediction file: {question id: answer}.")
 
-    def run(args):
+    def run(dataset_file, prediction_file):
+        """dataset_file: the official dev-v1.1.json; prediction_file: {question id: answer}."""
         expected = "1.1"
-        gold, version = load_squad_gold(args.dataset_file)
+        gold, version = load_squad_gold(dataset_file)
         if version != expected:
             print(f"Evaluation expects v-{expected}, but got dataset with v-{version}",
                   file=sys.stderr)
-        predictions = load_string_map(args.prediction_file, "prediction file", str)
+        predictions = load_string_map(prediction_file, "prediction file", str)
         print(json.dumps(squad_metrics.evaluate_v1(gold, predictions)))
 
     return run
 
 
-def squad_v2(parser):
+def squad_v2(flag_values):
     """SQuAD v2.0 exact/F1 with HasAns/NoAns splits and best thresholds, as evaluate-v2.0.py."""
-    parser.add_argument("data_file", help="Input data JSON file (the official dev-v2.0.json).")
-    parser.add_argument("pred_file", help="Model predictions: {question id: answer}.")
-    parser.add_argument("--out-file", "-o", metavar="eval.json",
-                        help="Write accuracy metrics to file (default is stdout).")
-    parser.add_argument("--na-prob-file", "-n", metavar="na_prob.json",
-                        help="Model estimates of probability of no answer (e.g. null_odds.json).")
-    parser.add_argument("--na-prob-thresh", "-t", type=float, default=1.0,
-                        help='Predict "" if no-answer probability exceeds this (default = 1.0).')
+    flags.DEFINE_string("out-file", None, "Write accuracy metrics to file (default is stdout).",
+                        short_name="o", flag_values=flag_values)
+    flags.DEFINE_string("na-prob-file", None, "Model estimates of probability of no answer "
+                        "(e.g. null_odds.json).", short_name="n", flag_values=flag_values)
+    flags.DEFINE_float("na-prob-thresh", 1.0, 'Predict "" if no-answer probability exceeds '
+                       "this (default = 1.0).", short_name="t", flag_values=flag_values)
 
-    def run(args):
-        gold, _ = load_squad_gold(args.data_file)
-        predictions = load_string_map(args.pred_file, "prediction file", str)
+    def run(data_file, pred_file):
+        """data_file: the official dev-v2.0.json; pred_file: {question id: answer}."""
+        out_file = flag_values["out-file"].value
+        na_prob_file = flag_values["na-prob-file"].value
+        gold, _ = load_squad_gold(data_file)
+        predictions = load_string_map(pred_file, "prediction file", str)
         na_probs = None
-        if args.na_prob_file:
-            na_probs = load_string_map(args.na_prob_file, "no-answer probability file",
+        if na_prob_file:
+            na_probs = load_string_map(na_prob_file, "no-answer probability file",
                                        (int, float))
         try:
-            result = squad_metrics.evaluate_v2(gold, predictions, na_probs, args.na_prob_thresh)
+            result = squad_metrics.evaluate_v2(gold, predictions, na_probs,
+                                               flag_values["na-prob-thresh"].value)
         except ValueError as e:
-            raise InputError(f"{at(args.na_prob_file)}{e}") from None
-        if args.out_file:
+            raise InputError(f"{at(na_prob_file)}{e}") from None
+        if out_file:
             try:
-                with open(args.out_file, "w", encoding="utf-8") as f:
+                with open(out_file, "w", encoding="utf-8") as f:
                     json.dump(result, f)
             except OSError as e:
-                raise InputError(f"{at(args.out_file)}cannot write: {e.strerror or e}") from None
+                raise InputError(f"{at(out_file)}cannot write: {e.strerror or e}") from None
         else:
             print(json.dumps(result, indent=2))
 
     return run
 
 
-def conll2003(parser):
+def conll2003(flag_values):
     """CoNLL-2003 entity-level precision, recall and F1 (conlleval semantics)."""
-    parser.add_argument("predictions_file", help="CoNLL-format predictions: one word per line, "
-                        "the last two columns gold and predicted tag, blank lines between "
-                        "sentences (kerasbert writes valid_predictions.txt).")
 
-    def run(args):
-
-
-        print(json.dumps(conll.evaluate_file(args.predictions_file), indent=2, sort_keys=True))
+    def run(predictions_file):
+        """predictions_file: CoNLL-format predictions, one word per line, the last two columns
+        gold and predicted tag, blank lines between sentences (kerasbert writes
+        valid_predictions.txt)."""
+        print(json.dumps(conll.evaluate_file(predictions_file), indent=2, sort_keys=True))
 
     return run
 
@@ -139,23 +144,47 @@ def conll2003(parser):
 COMMANDS = [squad_v1, squad_v2, conll2003]
 
 
+PROG = "python -m kerasbert.evaluate"
+
+
+def listing():
+    lines = [f"usage: {PROG} TASK FILE... [options]   (TASK --help: its arguments)",
+             "Score a predictions file with a task's official metric.", "", "tasks:"]
+    for scorer in COMMANDS:
+        lines.append(f"  {scorer.__name__:<10} {(scorer.__doc__ or '').strip().splitlines()[0]}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m kerasbert.evaluate",
-        description="Score a predictions file with a task's official metric.")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="TASK")
-    for command in COMMANDS:
-        doc = (command.__doc__ or "").strip().splitlines()
-        sub = subparsers.add_parser(command.__name__, help=doc[0] if doc else None,
-                                    description=doc[0] if doc else None)
-        sub.set_defaults(run=command(sub))
-    args = parser.parse_args(argv)
-    try:
-        args.run(args)
-    except InputError as e:
-        print(f"kerasbert.evaluate: error: {e}", file=sys.stderr)
+    """The command (argv: the arguments after the program's name); the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    names = [scorer.__name__ for scorer in COMMANDS]
+    positional = [arg for arg in argv if not arg.startswith("-")]
+    if not positional:
+        print(listing(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv and set(argv) <= set(command.HELP) else 2
+    name = positional[0]
+    if name not in names:
+        print(f"kerasbert: error: invalid choice {name!r}: TASK is one of {', '.join(names)}",
+              file=sys.stderr)
         return 2
-    return 0
+    flag_values = flags.FlagValues()
+    run = COMMANDS[names.index(name)](flag_values)
+    params = list(inspect.signature(run).parameters)
+    doc = (COMMANDS[names.index(name)].__doc__ or "").strip().splitlines()[0]
+    usage = "\n".join([f"usage: {PROG} {name} {' '.join(params)} [options]", doc, "",
+                       inspect.getdoc(run) or "", "", command.flags_usage(flag_values)]).rstrip()
+
+    def entry(args):
+        given = args[2:]  # after the program and the task's name
+        if len(given) != len(params):
+            raise InputError(f"{name}: expected {len(params)} argument(s), {' '.join(params)}; "
+                             f"got {len(given)}" + (f": {' '.join(given)}" if given else ""))
+        run(*given)
+        return 0
+
+    argv.remove(name)
+    return command.run(entry, flag_values, usage=usage, argv=[PROG, name, *argv])
 
 
 if __name__ == "__main__":

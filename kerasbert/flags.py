@@ -67,3 +67,10 @@ flags.DEFINE_list("seeds", None, "Restarts: one run per seed, e.g. 1,2,3 (a swee
 flags.DEFINE_string("baseline", None, "Restarts tables (sweep, experiments): the row the others "
                     "are compared with, paired seed by seed; default: the first row.")
 flags.DEFINE_boolean("verbose", False, "Print full tracebacks for input errors.")
+
+# The CLI-only flags of the short --help (RunConfig's come from their `group` metadata).
+HELP_EXTRA = {
+    "list_tasks": ("task and data", "Print the registered tasks and exit."),
+    "list_heads": ("model", "Print the registered heads and exit."),
+    "learning_rates": ("training", "Sweep: one run per learning rate, e.g. 5e-5,3e-5,2e-5."),
+}

@@ -195,22 +195,31 @@ def write_sweep_report(sweep_dir):
     return path
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m kerasbert.report <run_dir or sweep_dir>", file=sys.stderr)
-        return 2
-    target = argv[0]
-    try:
-        if os.path.isfile(run_folder.path(target, run_folder.SWEEP_JSON)):
-            path = write_sweep_report(target)
-        else:
-            path = write_run_report(target)
-    except InputError as e:
-        print(f"kerasbert: error: {e}", file=sys.stderr)
-        return 2
+def _main(argv):
+    if len(argv) != 2:
+        raise InputError("expected one folder: python -m kerasbert.report <run_dir or "
+                         "sweep_dir>" + (f"; got {' '.join(argv[1:])}" if argv[1:] else ""))
+    target = argv[1]
+    if os.path.isfile(run_folder.path(target, run_folder.SWEEP_JSON)):
+        path = write_sweep_report(target)
+    else:
+        path = write_run_report(target)
     print(path)
     return 0
+
+
+def main(argv=None):
+    """`python -m kerasbert.report RUN_OR_SWEEP_DIR` (argv: the arguments after the
+    program's name): writes report.md and prints its path."""
+    from absl import flags
+
+    from kerasbert import command
+
+    argv = sys.argv[1:] if argv is None else argv
+    usage = ("usage: python -m kerasbert.report RUN_OR_SWEEP_DIR\n\n"
+             + __doc__.strip() + "\n\nWrites <folder>/report.md and prints its path.")
+    return command.run(_main, flags.FlagValues(), usage=usage,
+                       argv=["kerasbert.report", *argv])
 
 
 if __name__ == "__main__":

@@ -122,14 +122,24 @@ def test_unknown_subcommand_is_a_usage_error():
 
 
 def test_a_subcommand_is_one_function_and_one_line(monkeypatch, capsys):
-    def echo(parser):
+    from absl import flags
+
+    def echo(flag_values):
         """Echo a word."""
-        parser.add_argument("word")
-        return lambda args: print(json.dumps({"word": args.word}))
+        flags.DEFINE_integer("times", 1, "How often.", short_name="x", flag_values=flag_values)
+        return lambda word: print(json.dumps({"word": word, "times": flag_values.times}))
 
     monkeypatch.setattr(evaluate, "COMMANDS", evaluate.COMMANDS + [echo])
     assert evaluate.main(["echo", "hi"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"word": "hi"}
+    assert json.loads(capsys.readouterr().out) == {"word": "hi", "times": 1}
+    assert evaluate.main(["echo", "hi", "-x", "3"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"word": "hi", "times": 3}
+    assert evaluate.main(["echo", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: python -m kerasbert.evaluate echo word [options]" in out and "--times" in out
+    assert evaluate.main(["echo"]) == 2  # a missing argument: one line
+    assert capsys.readouterr().err == ("kerasbert: error: echo: expected 1 argument(s), word; "
+                                       "got 0\n")
 
 
 def test_conll2003_scorer_prints_the_metrics(tmp_path):

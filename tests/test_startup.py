@@ -83,8 +83,8 @@ def test_every_entry_point_starts_quietly_and_verbose_shows_everything(tmp_path)
         (["kerasbert.landscape"], "kerasbert: error: --run_dir: required"),
         (["kerasbert.export.saved_model", f"--run_dir={tmp_path / 'nope'}",
           f"--export_dir={tmp_path / 'serving'}"], "kerasbert: error: "),
-        (["kerasbert.pretrain"], "pretrain: error: --input_file: required"),
-        (["kerasbert.pretraining.create_data"], "create_data: error: --input_file: required"),
+        (["kerasbert.pretrain"], "kerasbert: error: --input_file: required"),
+        (["kerasbert.pretraining.create_data"], "kerasbert: error: --input_file: required"),
         (["kerasbert.main", "--task=sst2", "--learning_rates=2e-5,fast"],
          "kerasbert: error: --learning_rates: 'fast' is not a number"),  # the sweep's
     ]:

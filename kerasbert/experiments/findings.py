@@ -35,7 +35,8 @@ import os
 import re
 
 from kerasbert.analysis import stats
-from kerasbert.errors import InputError, guarded
+from kerasbert import command as command_lib
+from kerasbert.errors import InputError
 from kerasbert.experiments import claim_verdicts, strategies
 from kerasbert.io_utils import atomic_write_text, shown_path
 
@@ -674,19 +675,24 @@ def _describe_side(side):
             + (f" with {where}" if where else ""))
 
 
-def parse_args(argv):
-    """The flags of argv (argv[0]: the program's name)."""
+def parser(argv):
+    """The options (argv[0]: the program's name), parsed as absl flags (command.py)."""
     p = argparse.ArgumentParser(prog=argv[0], description=__doc__.splitlines()[0])
     p.add_argument("--runs", nargs="+", required=True, help="folders (searched recursively) "
                    "or JSON files the table tools wrote; commas also separate them")
     p.add_argument("--output", required=True, help="the Markdown report to write")
-    return p.parse_args(argv[1:])
+    return p
+
+
+def parse_args(argv):
+    """The flags of argv (argv[0]: the program's name)."""
+    return command_lib.parse_with_flags(parser(argv), argv)
 
 
 def run(argv):
     """The findings report (argv[0]: the program's name); returns the exit status. Bad
     --runs are one line `kerasbert: error: ...` and status 2 (errors.guarded)."""
-    return guarded(main)(parse_args(argv))
+    return command_lib.run_parser(parser(argv), main, argv)
 
 
 def main(args):

@@ -24,7 +24,8 @@ import math
 import os
 
 from kerasbert.analysis import stats
-from kerasbert.errors import InputError, guarded
+from kerasbert import command as command_lib
+from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
 PRE, RANDOM = "pre-trained", "random init"
@@ -267,21 +268,25 @@ def plot_convergence(seeds, path):
     plt.close(fig)
 
 
-def parse_args(argv):
-    """The flags of argv (argv[0]: the program's name)."""
+def parser(argv):
+    """The options (argv[0]: the program's name), parsed as absl flags (command.py)."""
     p = argparse.ArgumentParser(prog=argv[0], description=__doc__.splitlines()[0])
     p.add_argument("--landscape_dirs", required=True,
                    help="comma-separated landscape output folders, one per seed")
     p.add_argument("--output_dir", required=True)
-    return p.parse_args(argv[1:])
+    return p
+
+
+def parse_args(argv):
+    """The flags of argv (argv[0]: the program's name)."""
+    return command_lib.parse_with_flags(parser(argv), argv)
 
 
 def run(argv):
     """The landscape findings (argv[0]: the program's name); returns the exit status. Bad
     folders are one line `kerasbert: error: ...` and status 2 (errors.guarded)."""
-    args = parse_args(argv)
     command = "python -m kerasbert.experiments landscape_findings " + " ".join(argv[1:])
-    return guarded(main)(args, command)
+    return command_lib.run_parser(parser(argv), lambda args: main(args, command), argv)
 
 
 def _read_seeds(folders):

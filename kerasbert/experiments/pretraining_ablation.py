@@ -44,8 +44,8 @@ runs' steps (results.json: pretraining_steps, and pretraining_runs, e.g. [10000,
 
 Every model size, step count and data size is a flag, so the same command runs a
 real-sized ablation on GPUs (add --mixed_precision / --distribution_strategy). Unlike the
-other experiments its flags are its own (argparse), not kerasbert.main's, and its
-fine-tuning runs share this process.
+other experiments its flags are its own (declared argparse-style, parsed as absl flags
+like every command's), not kerasbert.main's, and its fine-tuning runs share this process.
 """
 
 import argparse
@@ -57,7 +57,8 @@ import time
 from typing import NamedTuple
 
 from kerasbert import restarts, run_folder
-from kerasbert.errors import InputError, guarded
+from kerasbert import command
+from kerasbert.errors import InputError
 
 # The checkout's tools/ (the corpus generator is a script beside the package, not in it).
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -74,9 +75,8 @@ VARIANTS = {"bert": ("BERT (MLM + NSP)", "bert", None),
 PROTOCOLS = ("fine_tune", "feature_based")
 
 
-def parse_args(argv=None):
-    """The flags of argv (argv[0]: the program's name; default sys.argv)."""
-    argv = sys.argv if argv is None else argv
+def parser(argv):
+    """The options (argv[0]: the program's name), parsed as absl flags (command.py)."""
     p = argparse.ArgumentParser(prog=argv[0], description=__doc__.splitlines()[0])
     p.add_argument("--work_dir", required=True)
     p.add_argument("--corpus", default=None, help="Default: generated from the Python docs.")
@@ -120,7 +120,13 @@ def parse_args(argv=None):
                    "theirs (a causal encoder's [CLS] sees nothing else)")
     p.add_argument("--baseline", default=None, help="the variant the others are compared "
                    "with, paired over seeds (default: the first, BERT (MLM + NSP))")
-    return p.parse_args(argv[1:])
+    return p
+
+
+def parse_args(argv=None):
+    """The flags of argv (argv[0]: the program's name; default sys.argv)."""
+    argv = sys.argv if argv is None else argv
+    return command.parse_with_flags(parser(argv), argv)
 
 
 def make_data(args, timings, objectives):
@@ -343,7 +349,7 @@ def table(results, tasks):
 def run(argv):
     """The ablation (argv[0]: the program's name); returns the exit status. Bad input is one
     line, `kerasbert: error: ...`, exit 2, before anything is made or trained."""
-    return guarded(main)(parse_args(argv))
+    return command.run_parser(parser(argv), main, argv)
 
 
 def main(args):

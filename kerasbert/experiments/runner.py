@@ -23,7 +23,7 @@ import dataclasses
 import sys
 
 from kerasbert import metrics, restarts
-from kerasbert.errors import InputError, guarded
+from kerasbert.errors import InputError
 
 
 def parse_seeds(values, default_seed):
@@ -95,43 +95,23 @@ def command(entry, define_flags=None):
     errors.guarded (--verbose keeps the traceback); returns the exit status."""
 
     def run(argv):
-        from absl import app, flags
-
+        from kerasbert import command
         from kerasbert import main as kb_main  # the run flags; TensorFlow
 
         kb_main.define_plugin_flags()
         if define_flags is not None:
             define_flags(kb_main.FLAGS)
-
-        if any(arg in HELP for arg in argv[1:]):
-            return usage(entry.__module__, kb_main.FLAGS)
-
-        def flags_parser(args):
-            try:
-                return kb_main.FLAGS(args)
-            except flags.Error as e:
-                print(f"kerasbert: error: {e}", file=sys.stderr)
-                sys.exit(2)
-
-        try:
-            app.run(guarded(entry, reraise=lambda: kb_main.FLAGS.verbose), argv=list(argv),
-                    flags_parser=flags_parser)
-        except SystemExit as done:  # app.run ends the process; run(argv) returns instead
-            return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        return 0
+        return command.run(entry, kb_main.FLAGS, argv=list(argv),
+                           usage=lambda: usage(entry.__module__, kb_main.FLAGS))
 
     return run
-
-
-HELP = ("--help", "-h", "-?", "--helpshort")
 
 
 def usage(module_name, flag_values):
     """An experiment's --help: its module's docstring and its own flags (kerasbert.main's
     are all taken too: --helpfull lists them)."""
-    print(sys.modules[module_name].__doc__.strip())
+    text = sys.modules[module_name].__doc__.strip()
     own = flag_values.module_help(module_name)
     if own:
-        print("\n" + own)
-    print("\nEvery kerasbert.main flag is taken too (--helpfull lists them all).")
-    return 0
+        text += "\n\n" + own
+    return text + "\n\nEvery kerasbert.main flag is taken too (--helpfull lists them all)."

@@ -35,7 +35,6 @@ what `--init_checkpoint` reads from an HF folder (kerasbert/model/encoders.py).
 Both formats also hold `kerasbert.json`: the run, the task, its labels and max_seq_length.
 """
 
-import argparse
 import copy
 import dataclasses
 import json
@@ -325,28 +324,37 @@ def export_checkpoint(run_dir, output, fmt, stock_keras_hub=True, registry=None,
 # --- CLI ---------------------------------------------------------------------------------
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m kerasbert.export.checkpoint",
-        description="Export a finished kerasbert run as a keras-hub preset or a HuggingFace "
-                    "folder.")
-    parser.add_argument("--run_dir", required=True,
-                        help="The --output_dir of a finished kerasbert run.")
-    parser.add_argument("--format", required=True, help="keras_hub or huggingface.")
-    parser.add_argument("--output", required=True,
-                        help="The folder to write (new, or empty).")
-    parser.add_argument("--stock_keras_hub", action="store_true",
-                        help="keras_hub: save plain BertBackbone (loads without kerasbert) "
-                             "even where it computes another GELU or epsilon than the run.")
-    args = parser.parse_args(argv)
-    try:
-        lines = export_checkpoint(args.run_dir, args.output, args.format, args.stock_keras_hub)
-    except InputError as e:
-        print(f"kerasbert: error: {e}", file=sys.stderr)
-        return 2
-    print(f"kerasbert: exported {args.run_dir} to {args.output} as {lines[0]}", flush=True)
-    for line in lines[1:]:
-        print(f"kerasbert: {line}", flush=True)
-    return 0
+    """`python -m kerasbert.export.checkpoint --run_dir=RUN --format=F --output=DIR` (argv:
+    the arguments after the program's name); the exit status."""
+    from absl import flags
+
+    from kerasbert import command
+
+    fv = flags.FlagValues()
+    flags.DEFINE_string("run_dir", None, "The --output_dir of a finished kerasbert run.",
+                        flag_values=fv)
+    flags.DEFINE_string("format", None, "keras_hub or huggingface.", flag_values=fv)
+    flags.DEFINE_string("output", None, "The folder to write (new, or empty).", flag_values=fv)
+    flags.DEFINE_boolean("stock_keras_hub", False, "keras_hub: save plain BertBackbone (loads "
+                         "without kerasbert) even where it computes another GELU or epsilon "
+                         "than the run.", flag_values=fv)
+    flags.mark_flags_as_required(["run_dir", "format", "output"], flag_values=fv)
+
+    def export(args):
+        if len(args) > 1:
+            raise InputError(f"unexpected arguments: {' '.join(args[1:])}")
+        lines = export_checkpoint(fv.run_dir, fv.output, fv.format, fv.stock_keras_hub)
+        print(f"kerasbert: exported {fv.run_dir} to {fv.output} as {lines[0]}", flush=True)
+        for line in lines[1:]:
+            print(f"kerasbert: {line}", flush=True)
+        return 0
+
+    usage = ("usage: python -m kerasbert.export.checkpoint --run_dir=RUN "
+             "--format=keras_hub|huggingface --output=DIR\nExport a finished kerasbert run as "
+             "a keras-hub preset or a HuggingFace folder.\n\n" + command.flags_usage(fv))
+    return command.run(export, fv, usage=usage,
+                       argv=["kerasbert.export.checkpoint", *(sys.argv[1:] if argv is None
+                                                              else argv)])
 
 
 if __name__ == "__main__":

@@ -45,7 +45,6 @@ attribute of the same name taking one dict, what `keras.layers.TFSMLayer(path,
 call_endpoint="serving_default")` calls.
 """
 
-import argparse
 import copy
 import dataclasses
 import hashlib
@@ -289,28 +288,37 @@ def export_run(run_dir, export_dir, version=None, registry=None):
 # --- CLI ---------------------------------------------------------------------------------
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m kerasbert.export.saved_model",
-        description="Export a finished kerasbert run as a versioned SavedModel for TF Serving.")
-    parser.add_argument("--run_dir", required=True,
-                        help="The --output_dir of a finished kerasbert run.")
-    parser.add_argument("--export_dir", required=True,
-                        help="The model base path TF Serving watches; the export goes to "
-                             "<export_dir>/<version>/.")
-    parser.add_argument("--version", type=int, default=None,
-                        help="The version number. Default: one more than the highest "
-                             "existing version (1 for a new folder).")
-    args = parser.parse_args(argv)
-    try:
-        path = export_run(args.run_dir, args.export_dir, args.version)
-    except InputError as e:
-        print(f"kerasbert: error: {e}", file=sys.stderr)
-        return 2
-    print(f"kerasbert: exported {args.run_dir} to {path}", flush=True)
-    print("kerasbert: next: `tensorflow_model_server --rest_api_port=8501 "
-          f"--model_name=kerasbert --model_base_path={os.path.abspath(args.export_dir)}` "
-          "(see docs/serving.md)", flush=True)
-    return 0
+    """`python -m kerasbert.export.saved_model --run_dir=RUN --export_dir=DIR` (argv: the
+    arguments after the program's name); the exit status."""
+    from absl import flags
+
+    from kerasbert import command
+
+    fv = flags.FlagValues()
+    flags.DEFINE_string("run_dir", None, "The --output_dir of a finished kerasbert run.",
+                        flag_values=fv)
+    flags.DEFINE_string("export_dir", None, "The model base path TF Serving watches; the "
+                        "export goes to <export_dir>/<version>/.", flag_values=fv)
+    flags.DEFINE_integer("version", None, "The version number. Default: one more than the "
+                         "highest existing version (1 for a new folder).", flag_values=fv)
+    flags.mark_flags_as_required(["run_dir", "export_dir"], flag_values=fv)
+
+    def export(args):
+        if len(args) > 1:
+            raise InputError(f"unexpected arguments: {' '.join(args[1:])}")
+        path = export_run(fv.run_dir, fv.export_dir, fv.version)
+        print(f"kerasbert: exported {fv.run_dir} to {path}", flush=True)
+        print("kerasbert: next: `tensorflow_model_server --rest_api_port=8501 "
+              f"--model_name=kerasbert --model_base_path={os.path.abspath(fv.export_dir)}` "
+              "(see docs/serving.md)", flush=True)
+        return 0
+
+    usage = ("usage: python -m kerasbert.export.saved_model --run_dir=RUN --export_dir=DIR "
+             "[--version=N]\nExport a finished kerasbert run as a versioned SavedModel for "
+             "TF Serving.\n\n" + command.flags_usage(fv))
+    return command.run(export, fv, usage=usage,
+                       argv=["kerasbert.export.saved_model", *(sys.argv[1:] if argv is None
+                                                               else argv)])
 
 
 if __name__ == "__main__":

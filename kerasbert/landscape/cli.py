@@ -32,7 +32,8 @@ import sys
 
 from absl import flags
 
-from kerasbert.errors import InputError, guarded
+from kerasbert import command
+from kerasbert.errors import InputError
 from kerasbert.landscape import config as config_lib
 from kerasbert.landscape.analyse import analyse_runs
 from kerasbert.landscape.config import LandscapeConfig
@@ -115,22 +116,18 @@ flags.DEFINE_integer("seed", 0, "Seed of the random direction and the samples.",
                      flag_values=FLAGS)
 
 
-@guarded
 def _main(argv):
-    try:
-        rest = FLAGS(argv)
-    except flags.Error as e:
-        raise InputError(str(e)) from None
-    if len(rest) > 1:
-        raise InputError(f"unexpected arguments: {' '.join(rest[1:])}")
+    if len(argv) > 1:
+        raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
     analyse_runs(LandscapeConfig.from_flags(FLAGS))
     return 0
 
 
 def main(argv=None):
     """The command: `argv` (default sys.argv) -> LandscapeConfig -> analyse_runs. A bad
-    flag or input is one line on stderr and exit status 2."""
+    flag or input is one line on stderr and exit status 2 (kerasbert/command.py)."""
     try:
-        return _main(sys.argv if argv is None else argv)
+        return command.run(_main, FLAGS, argv=sys.argv if argv is None else argv,
+                           usage=lambda: command.module_usage(__name__, FLAGS))
     finally:
         FLAGS.unparse_flags()  # a second in-process call starts from the defaults

@@ -92,9 +92,11 @@ def load_encoder(path, dropout=None):
     """
     if not path:
         raise InputError("--init_checkpoint: empty path")
+    if is_remote_preset(path):
+        return _load_remote_preset(path, dropout)
     path = os.path.expanduser(path)
     if not os.path.exists(path):
-        raise InputError(f"{at(path)}--init_checkpoint does not exist")
+        raise InputError(f"--init_checkpoint={path}: no such folder" + offline_hint(path))
     if not os.path.isdir(path):
         raise InputError(f"{at(path)}--init_checkpoint must be a folder, not a file")
     for folder in (os.path.join(path, ENCODER_DIR), path):
@@ -176,6 +178,58 @@ def _load_kerasbert_run(folder, dropout):
 
 
 # --- keras-hub presets --------------------------------------------------------
+
+REMOTE_SCHEMES = ("hf://", "kaggle://")
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def is_remote_preset(path):
+    """A handle keras-hub downloads (hf://..., kaggle://...) or one of its BERT preset
+    names (bert_base_en_uncased, ...), which no local folder shadows."""
+    if path.startswith(REMOTE_SCHEMES):
+        return True
+    return not os.path.exists(path) and path in keras_hub.models.BertBackbone.presets
+
+
+def offline_hint(path):
+    """For a name that looks like a HuggingFace Hub model id (bert-base-uncased,
+    google-bert/bert-base-uncased): what to pass instead, in one clause."""
+    if os.path.isabs(path) or not _HUB_NAME.fullmatch(path):
+        return ""
+    example = default_checkpoint()
+    local = f", e.g. {example}" if example else ""
+    handle = "hf://" + (path if "/" in path else "google-bert/" + path)
+    return (f" (a HuggingFace Hub name is not downloaded: pass a local HuggingFace BERT "
+            f"folder (config.json, model.safetensors, vocab.txt) or keras-hub preset "
+            f"folder{local}; with the network, {handle} or a keras-hub preset name such as "
+            "bert_base_en_uncased)")
+
+
+def _load_remote_preset(handle, dropout):
+    """A keras-hub preset name or hf:// / kaggle:// handle, through keras-hub's own loader
+    (which downloads it: this needs the network, or keras-hub's cache)."""
+    import tempfile
+
+    try:
+        loaded = keras_hub.models.BertBackbone.from_preset(handle)
+        tokenizer = keras_hub.models.BertTokenizer.from_preset(handle)
+    except Exception as e:  # network, missing files, not a BERT preset: keras-hub's words
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"--init_checkpoint={handle}: keras-hub could not load it (a preset "
+                         f"name or {'/'.join(REMOTE_SCHEMES)} handle needs the network, or "
+                         f"keras-hub's download cache): {first}") from None
+    config = loaded.get_config()
+    if not isinstance(loaded, BertEncoder):
+        config["hidden_act"] = "gelu_new"  # stock keras-hub BERT runs the tanh GELU
+    if dropout is not None:
+        config["dropout"] = dropout
+    backbone = BertEncoder.from_config(config)
+    backbone.set_weights(loaded.get_weights())
+    vocab_file = os.path.join(tempfile.mkdtemp(prefix="kerasbert-preset-"), VOCAB)
+    with open(vocab_file, "w", encoding="utf-8") as f:
+        f.write("".join(f"{token}\n" for token in tokenizer.get_vocabulary()))
+    return LoadedEncoder(backbone, vocab_file, bool(tokenizer.lowercase), "keras_hub_preset")
+
 
 
 def _load_preset(folder, dropout):

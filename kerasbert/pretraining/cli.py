@@ -1,31 +1,25 @@
-"""Shared CLI plumbing of `kerasbert.pretraining.create_data` and `kerasbert.pretrain`:
-an input error becomes one line on stderr and exit status 2, as in `kerasbert.main`."""
+"""Shared CLI plumbing of `kerasbert.pretraining.create_data` and `kerasbert.pretrain`: the
+one way every kerasbert command parses its flags (kerasbert/command.py: --help, --helpfull,
+--config, an input error as one line and exit status 2)."""
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
-from kerasbert.errors import InputError, TrainingError
+from kerasbert import command
+from kerasbert.errors import InputError
 
 
 def run(main, prog):
-    def guarded(argv):
+    """`main()` as the command `prog` on absl's global flags; exits the process."""
+    module = sys.modules[main.__module__]
+
+    def entry(argv):
         if len(argv) > 1:
-            print(f"{prog}: error: unexpected arguments: {' '.join(argv[1:])}", file=sys.stderr)
-            return 2
-        try:
-            return main()
-        except (InputError, TrainingError) as e:
-            if flags.FLAGS["verbose"].value:
-                raise
-            print(f"{prog}: error: {e}", file=sys.stderr)
-            return 2 if isinstance(e, InputError) else 1
+            raise InputError(f"unexpected arguments: {' '.join(argv[1:])}")
+        return main()
 
-    def flags_parser(argv):
-        try:
-            return flags.FLAGS(argv)
-        except flags.Error as e:
-            print(f"{prog}: error: {e}", file=sys.stderr)
-            sys.exit(2)
+    def usage():
+        return command.module_usage(main.__module__, flags.FLAGS, doc=module.__doc__)
 
-    app.run(guarded, flags_parser=flags_parser)
+    sys.exit(command.run(entry, flags.FLAGS, usage=usage))

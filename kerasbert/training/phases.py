@@ -24,6 +24,7 @@ from kerasbert.metrics import greater_is_better, improves
 from kerasbert.plugins import resolve_kind
 from kerasbert.training import memory, run_state, optimization, precision
 from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
+from kerasbert.training.progress import Progress
 from kerasbert.training.trajectory import recorder_for
 
 
@@ -173,7 +174,11 @@ class PhaseRunner:
         # The phase's own peak memory (history.csv), not an earlier phase's or run's.
         measures_memory = memory.reset_peak_rss()
 
+        progress = Progress(phase.name, total, config.train_batch_size, self.log)
+        epochs = math.ceil(phase.num_epochs)
+
         def on_step(step, loss):
+            progress.step(step, loss, epoch + 1, epochs)
             with self.writer.as_default(step=step_offset + step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", trainer.learning_rate())
@@ -209,6 +214,7 @@ class PhaseRunner:
                     self.state.save(index, epoch, run_state.Position(
                         step=done, loss_sum=loss_sum, correct=correct, seen=seen,
                         best=best, since_best=since_best))
+            progress.epoch_end(int(optimizer.iterations.numpy()), epoch + 1, epochs)
             train_loss = loss_sum / max(done, 1)
             train_accuracy = correct / max(seen, 1) if self.kind.has_accuracy else None
             evaluated = time.perf_counter()

@@ -167,7 +167,7 @@ def test_bad_config(tmp_path, change, message):
 
 
 def test_bad_paths(tmp_path):
-    with pytest.raises(InputError, match="does not exist"):
+    with pytest.raises(InputError, match="no such folder"):
         load_encoder(str(tmp_path / "nowhere"))
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "notes.txt").write_text("hi")
@@ -310,3 +310,38 @@ def test_default_checkpoint_matches_numpy_reference():
     sequence, pooled = outputs(loaded.backbone, inputs)
     np.testing.assert_allclose(sequence, ref_sequence, atol=1e-4)
     np.testing.assert_allclose(pooled, ref_pooled, atol=1e-4)
+
+
+def test_a_hub_name_says_what_to_pass_offline(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as e:
+        load_encoder("bert-base-uncased")
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith("--init_checkpoint=bert-base-uncased: no such folder")
+    assert "local HuggingFace BERT folder" in message and "keras-hub preset" in message
+    assert "hf://google-bert/bert-base-uncased" in message
+
+
+def test_a_keras_hub_handle_goes_through_keras_hub_and_says_it_needs_the_network(monkeypatch):
+    """hf:// handles and preset names are keras-hub's to load (from_preset); without the
+    network (this machine) that fails, and the one line says why."""
+    calls = []
+    real = keras_hub.models.BertBackbone.from_preset.__func__
+
+    def recording(cls, handle, **kwargs):
+        calls.append(handle)
+        return real(cls, handle, **kwargs)
+
+    monkeypatch.setattr(keras_hub.models.BertBackbone, "from_preset", classmethod(recording))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KAGGLE_KEY", "")
+    for handle in ("hf://nobody-here/no-such-bert", "bert_tiny_en_uncased"):
+        try:
+            encoder = load_encoder(handle)
+        except InputError as e:
+            assert str(e).startswith(f"--init_checkpoint={handle}: keras-hub could not load")
+            assert "needs the network" in str(e)
+        else:  # a machine with the network (or keras-hub's cache) loads the preset
+            assert encoder.source == "keras_hub_preset"
+    assert calls == ["hf://nobody-here/no-such-bert", "bert_tiny_en_uncased"]
