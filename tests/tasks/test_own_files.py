@@ -299,3 +299,23 @@ def test_the_readme_command_on_a_csv(tmp_path, uncased_vocab):
     assert {label for _, label in rows[1:]} <= {"negative", "positive"}
     served = _serve(tmp_path / "export", {"text_a": ["a great film"]})
     assert served["label"][0] in ("negative", "positive")
+
+
+def test_other_heads_phases_and_the_landscape_work_on_own_files(tmp_path, uncased_vocab):
+    """A frozen phase, another head and a trajectory on a CSV with its own labels; the
+    landscape rebuilds the run from its folder and reads the run's own files (not the
+    bundled sample, whose labels are not these)."""
+    from kerasbert.landscape import run as landscape_run
+
+    rows = "".join(f"{'good' if i % 2 else 'bad'} film number {i},{'yes' if i % 2 else 'no'}\n"
+                   for i in range(24))
+    train = _write(tmp_path, "train.csv", "text,label\n" + rows)
+    metrics = _execute(tmp_path, uncased_vocab, task="text_classification", train_file=train,
+                       validation_file=train, head="mean_pool", frozen_epochs=1.0,
+                       save_trajectory_every=2)
+    assert 0 <= metrics["accuracy"] <= 1
+    loaded = landscape_run.load(str(tmp_path / "run"), train_sample=8, dev_sample=8)
+    assert loaded.task.label_list == ("no", "yes")
+    assert len(loaded.samples["train"].labels) == 8
+    assert set(loaded.samples["dev"].labels.tolist()) <= {0, 1}
+    assert all("film number" in e.text_a for e in loaded.samples["train"].examples)
