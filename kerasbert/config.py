@@ -24,7 +24,8 @@ def setting(default=dataclasses.MISSING, *, help, choices=None):
 class RunConfig:
     # Required here; their flags default to None (main.py fills in --output_dir).
     task: str = setting(
-        help="The task to run, e.g. mrpc, sst2, stsb, mnli (see --list_tasks).")
+        help="The task to run: text_classification, token_classification, ... on your own "
+        "files, or a paper's task, e.g. mrpc, sst2, squad_v1, conll2003 (see --list_tasks).")
     output_dir: str = setting(
         help="Where the run writes its config, metrics, history, checkpoints and predictions. "
         "Default: kerasbert_runs/<task>-<date-time>.")
@@ -49,8 +50,8 @@ class RunConfig:
         "are truncated, longest sequence first (SQuAD passages are split into windows). "
         "Default: the task's (128; SQuAD 384).")
     train_file: str | None = setting(
-        None, help="A training file to read instead of the one in --data_dir (e.g. SQuAD's "
-        "train-v1.1.json).")
+        None, help="A training file to read instead of the one in --data_dir (e.g. a train.csv "
+        "for --task=text_classification, SQuAD's train-v1.1.json).")
     validation_file: str | None = setting(
         None, help="A dev file to evaluate on instead of the one in --data_dir (e.g. a "
         "dev.csv for --task=text_classification, SQuAD's dev-v1.1.json).")
@@ -76,7 +77,7 @@ class RunConfig:
         None, help="token_classification on CoNLL-style column files: the 0-based column "
         "of the tag. Default: the last column.")
     context_column: str | None = setting(
-        None, help="multiple_choice: the column with the context. Default: context.")
+        None, help="multiple_choice: the column with the context. Default: context, else sent1.")
     ending_columns: str | None = setting(
         None, help="multiple_choice: the columns with the candidate endings, comma-separated. "
         "Default: ending0,ending1,... as the header has them.")
