@@ -243,6 +243,7 @@ def _serve(export_dir, inputs):
 
 @pytest.mark.large
 def test_text_classification_exports_reloads_and_serves_label_names(tmp_path, uncased_vocab):
+    from kerasbert.export.checkpoint import export_checkpoint
     from kerasbert.export.saved_model import load_run
 
     train = _write(tmp_path, "train.csv", SENTIMENT)
@@ -251,6 +252,9 @@ def test_text_classification_exports_reloads_and_serves_label_names(tmp_path, un
              export_dir=str(tmp_path / "export"))
     os.remove(train)  # a finished run is rebuilt from its own folder
     assert load_run(str(tmp_path / "run")).task.label_list == ("positive", "negative", "neutral")
+    export_checkpoint(str(tmp_path / "run"), str(tmp_path / "hf"), "huggingface")
+    hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf_config["id2label"] == {"0": "positive", "1": "negative", "2": "neutral"}
     served = _serve(tmp_path / "export", {"text_a": ["a great film", "dull"]})
     assert len(served["label"]) == 2
     assert set(served["label"]) <= {"positive", "negative", "neutral"}
