@@ -323,3 +323,17 @@ def test_other_heads_phases_and_the_landscape_work_on_own_files(tmp_path, uncase
     assert len(loaded.samples["train"].labels) == 8
     assert set(loaded.samples["dev"].labels.tolist()) <= {0, 1}
     assert all("film number" in e.text_a for e in loaded.samples["train"].examples)
+
+
+def test_a_sweep_on_own_files_keeps_the_label_list_in_every_run(tmp_path, uncased_vocab):
+    from kerasbert import sweep
+
+    train = _write(tmp_path, "train.csv", SENTIMENT)
+    base = RunConfig(**{**TINY, "vocab_file": uncased_vocab, "task": "text_classification",
+                        "output_dir": str(tmp_path / "sweep"), "train_file": train,
+                        "validation_file": train})
+    summary = sweep.run_sweep(base, "1e-3,2e-3", 1, log=lambda _: None)
+    assert summary["best"] in ("lr0.001-r0", "lr0.002-r0")
+    for name in ("lr0.001-r0", "lr0.002-r0"):
+        saved = json.loads((tmp_path / "sweep" / "runs" / name / "run_config.json").read_text())
+        assert saved["label_list"] == "negative,positive"
