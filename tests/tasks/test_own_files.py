@@ -337,3 +337,19 @@ def test_a_sweep_on_own_files_keeps_the_label_list_in_every_run(tmp_path, uncase
     for name in ("lr0.001-r0", "lr0.002-r0"):
         saved = json.loads((tmp_path / "sweep" / "runs" / name / "run_config.json").read_text())
         assert saved["label_list"] == "negative,positive"
+
+
+def test_pairs_tsv_and_regression_read_as_written(tmp_path):
+    pairs = _write(tmp_path, "train.tsv", 'premise\thypothesis\tlabel\n'
+                   'He said "hi\tHe spoke\tentailment\nIt rains\tIt is dry\tcontradiction\n')
+    task, _ = _resolve(tmp_path, train_file=pairs, validation_file=pairs,
+                       text_column="premise", text_pair_column="hypothesis")
+    first = task.read_file(pairs, "train")[0]
+    assert (first.text_a, first.text_b) == ('He said "hi', "He spoke")  # quotes kept, as GLUE
+    assert task.is_sentence_pair() and task.label_list == ("contradiction", "entailment")
+    scores = _write(tmp_path, "scores.jsonl", '{"sentence": "a", "label": 4.5}\n'
+                    '{"sentence": "b", "label": 1}\n')
+    task, config = _resolve(tmp_path, task="text_regression", train_file=scores,
+                            validation_file=scores)
+    assert [e.label for e in task.read_file(scores, "train")] == [4.5, 1.0]
+    assert task.label_list is None and config.label_list is None
