@@ -12,7 +12,6 @@ kept in run_config.json (`label_list`), so a reloaded run (export, landscape, pr
 rebuilds the same task.
 """
 
-from kerasbert.tasks.base import CLASSIFICATION, REGRESSION  # noqa: F401
 from kerasbert.tasks.own_files import choice, questions, text, tokens
 
 

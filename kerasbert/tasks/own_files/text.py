@@ -13,7 +13,7 @@ from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_text
 from kerasbert.tasks.base import CLASSIFICATION, REGRESSION, Example, Task, bundled_sample
 from kerasbert.tasks.own_files.files import OwnFiles
-from kerasbert.tasks.own_files.labels import LabelTypes, as_name, label_kind
+from kerasbert.tasks.own_files.labels import LabelTypes, as_name, label_kind, label_names
 from kerasbert.tasks.own_files.table import column, read_table, value
 
 TEXT_OPTIONS = ("text_column", "text_pair_column", "label_column")
@@ -63,8 +63,6 @@ class TextTask(OwnFiles, Task):
         if options:
             raise InputError(f"{self.name}: unknown option(s) {', '.join(options)}")
         if self.decides_labels and self.files.get("label_list"):
-            from kerasbert.tasks.own_files.labels import label_names
-
             self.label_list = label_names(self.files["label_list"])
         return self
 
