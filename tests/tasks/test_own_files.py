@@ -70,6 +70,12 @@ def test_the_label_set_is_the_training_files_sorted_and_label_list_fixes_it(tmp_
     assert task.label_list == ("2", "10")  # integers sort as numbers
 
 
+def test_a_label_with_a_comma_is_refused(tmp_path):
+    train = _write(tmp_path, "train.csv", 'text,label\na,"good, really"\n')
+    assert _error(tmp_path, train_file=train).startswith(
+        f"{train}:2: label 'good, really' has a comma")
+
+
 def test_a_label_outside_the_label_list_is_refused(tmp_path):
     train = _write(tmp_path, "train.csv", SENTIMENT)
     message = _error(tmp_path, train_file=train, validation_file=train, label_list="positive,x")

@@ -4,7 +4,7 @@ each read once per run, and the label set decided before the encoder loads."""
 
 import os
 
-from kerasbert.errors import InputError
+from kerasbert.errors import InputError, at
 from kerasbert.tasks.base import split_file
 from kerasbert.tasks.own_files.labels import check_known, label_names, sorted_labels
 
@@ -65,6 +65,10 @@ class OwnFiles:
             train_path = self.file_of(config, "train")
             found = self.labels_of(self.read_file(train_path, "train"), train_path)
             if fixed is None:
+                comma = next(((label, line) for label, line in found if "," in label), None)
+                if comma:  # the run keeps its labels as --label_list, comma-separated
+                    raise InputError(f"{at(train_path, comma[1])}label {comma[0]!r} has a "
+                                     "comma; label names cannot (--label_list separates by it)")
                 known, source = sorted_labels(label for label, _ in found), train_path
             else:
                 for label, line in found:
