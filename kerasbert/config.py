@@ -32,8 +32,10 @@ def setting(default=dataclasses.MISSING, *, help, choices=None, group=None, brie
 class RunConfig:
     # Required here; their flags default to None (main.py fills in --output_dir).
     task: str = setting(
-        group="task and data", brief="The task, e.g. sst2, mrpc, squad, conll2003 (--list_tasks).",
-        help="The task to run, e.g. mrpc, sst2, stsb, mnli (see --list_tasks).")
+        group="task and data",
+        brief="The task: text_classification, ... on your files, or e.g. sst2.",
+        help="The task to run: text_classification, token_classification, ... on your own "
+        "files, or a paper's task, e.g. mrpc, sst2, squad_v1, conll2003 (see --list_tasks).")
     output_dir: str = setting(
         group="outputs", brief="The run's folder; default: kerasbert_runs/<task>-<time>.",
         help="Where the run writes its config, metrics, history, checkpoints and predictions. "
@@ -64,13 +66,45 @@ class RunConfig:
         "are truncated, longest sequence first (SQuAD passages are split into windows). "
         "Default: the task's (128; SQuAD 384).")
     train_file: str | None = setting(
-        None, group="task and data", brief="A training file instead of --data_dir's.",
-        help="A training file to read instead of the one in --data_dir (e.g. SQuAD's "
-        "train-v1.1.json).")
+        None, group="task and data", brief="A training file (CSV, TSV, JSON Lines, ...).",
+        help="A training file to read instead of the one in --data_dir (e.g. a train.csv "
+        "for --task=text_classification, SQuAD's train-v1.1.json).")
+    validation_file: str | None = setting(
+        None, group="task and data", brief="A dev file to evaluate on.",
+        help="A dev file to evaluate on instead of the one in --data_dir (e.g. a "
+        "dev.csv for --task=text_classification, SQuAD's dev-v1.1.json).")
     predict_file: str | None = setting(
-        None, group="task and data", brief="A dev file to evaluate on instead of --data_dir's.",
-        help="A dev file to evaluate on instead of the one in --data_dir (e.g. SQuAD's "
-        "dev-v1.1.json).")
+        None, help="google-research/bert's name of --validation_file.")
+    test_file: str | None = setting(
+        None, group="task and data", brief="A file to predict (--do_predict).",
+        help="A file to predict with --do_predict instead of the test file in "
+        "--data_dir; it may leave the labels out.")
+
+    # --- Your own files (text_classification, text_regression, token_classification, ...) ---
+    text_column: str | None = setting(
+        None, group="task and data", brief="Your files: the text's column (text, else sentence).",
+        help="The column with the text. Default: text, else sentence.")
+    text_pair_column: str | None = setting(
+        None, help="The column with the second text of a pair (entailment, paraphrase). "
+        "Default: none, one text.")
+    label_column: str | None = setting(
+        None, group="task and data", brief="Your files: the label's column (label).",
+        help="The column with the label (text_classification, text_regression; "
+        "multiple_choice: the gold ending's index). Default: label.")
+    label_list: str | None = setting(
+        None, help="The labels' names and order, comma-separated, e.g. negative,positive. "
+        "Default: the training file's labels, sorted; kept in run_config.json.")
+    label_column_index: int | None = setting(
+        None, help="token_classification on CoNLL-style column files: the 0-based column "
+        "of the tag. Default: the last column.")
+    context_column: str | None = setting(
+        None, help="multiple_choice: the column with the context. Default: context, else sent1.")
+    ending_columns: str | None = setting(
+        None, help="multiple_choice: the columns with the candidate endings, comma-separated. "
+        "Default: ending0,ending1,... as the header has them.")
+    version_2_with_negative: bool = setting(
+        False, help="SQuAD-format JSON (--task=question_answering, squad): the data has "
+        "unanswerable questions (SQuAD 2.0; --task=squad becomes squad_v2).")
 
     # --- CoNLL-2003 NER ---
     document_context: str = setting(
@@ -260,7 +294,16 @@ class RunConfig:
     head_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        for name in ("label_list", "ending_columns"):  # a list from Python: the flag's form
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple)):
+                object.__setattr__(self, name, ",".join(map(str, value)))
         self.validate()
+
+    @property
+    def dev_file(self):
+        """--validation_file, or google-research/bert's --predict_file."""
+        return self.validation_file or self.predict_file
 
     def validate(self):
         """Checks flag values and combinations before any heavy work starts."""
@@ -283,7 +326,12 @@ class RunConfig:
              f"more word pieces than a row holds (--max_seq_length={self.max_seq_length})")
         for flag in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             need(getattr(self, flag) > 0, flag, "must be a positive integer")
-        for flag in ("train_file", "predict_file"):
+        need(not (self.validation_file and self.predict_file
+                  and self.validation_file != self.predict_file), "predict_file",
+             "is google-research/bert's name of --validation_file: give one of the two")
+        need(self.label_column_index is None or self.label_column_index >= 0,
+             "label_column_index", "must be a 0-based column number")
+        for flag in ("train_file", "validation_file", "predict_file", "test_file"):
             path = getattr(self, flag)
             need(path is None or os.path.isfile(path), flag,
                  "is a folder, not a file" if path and os.path.isdir(path) else "no such file")

@@ -51,8 +51,6 @@ flags.DEFINE_boolean("list_tasks", False, "Print the registered tasks and exit."
 flags.DEFINE_boolean("list_heads", False, "Print the registered heads and exit.")
 flags.DEFINE_list("disable_plugins", [], "Names of plugins (entry point or distribution names) "
                   "not to load.")
-flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD: the data has unanswerable "
-                     "questions (same as --task=squad_v2).")
 
 # --- Sweeps (kerasbert/sweep.py) ---------------------------------------------------------
 flags.DEFINE_list("learning_rates", None, "Sweep: one fine-tuning run per learning rate (the "

@@ -88,6 +88,10 @@ def resolve(config, registry):
     task = copy.copy(registry.task(config.task))
     config = config.resolved(task)
     configure_task(task, config)
+    decided = task.data_options(config)  # read and checked now, before the encoder loads
+    if decided:  # kept in run_config.json: a reloaded run rebuilds the same task
+        config = dataclasses.replace(config, **decided)
+        configure_task(task, config)
     head_spec = registry.head(config.head)
     builder.check_head_fits(task, head_spec)
     if config.tagging_loss != "sentence_mean" and not registry.kind_of(task).labels_per_token:
@@ -175,11 +179,11 @@ def check_encoder_fits(config, backbone, tokenizer):
 
 
 def read_split(config, task, split):
-    """A split's examples: --train_file / --predict_file (the first dev split), TFDS, or
-    the official files in --data_dir (default: the task's bundled sample)."""
+    """A split's examples: --train_file, --validation_file (the first dev split),
+    --test_file (the first test split), TFDS, or the official files in --data_dir
+    (default: the task's bundled sample)."""
     limit = config.max_train_examples if split == "train" else config.max_eval_examples
-    file_flag = config.train_file if split == "train" else (
-        config.predict_file if split == task.dev_splits[0] else None)
+    file_flag = split_file_flag(config, task, split)
     if file_flag:
         examples = task.read_file(file_flag, split)
     elif config.use_tfds:
@@ -187,6 +191,18 @@ def read_split(config, task, split):
     else:
         examples = task.read_examples(config.data_dir or task.sample_dir(), split)
     return examples[:limit] if limit else examples
+
+
+def split_file_flag(config, task, split):
+    """The file a flag names for `split` (--train_file, --validation_file, --test_file), or
+    None: the split comes from --data_dir."""
+    if split == "train":
+        return config.train_file
+    if split == task.dev_splits[0]:
+        return config.dev_file
+    if task.test_splits and split == task.test_splits[0]:
+        return config.test_file
+    return None
 
 
 def run_splits(config, task):

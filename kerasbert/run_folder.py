@@ -117,7 +117,7 @@ def read_run_config(run_dir):
     known = {f.name for f in dataclasses.fields(RunConfig)}
     values = {k: v for k, v in values.items() if k in known}  # a newer run's extra settings
     values.update(data_dir=None, tfds_data_dir=None, vocab_file=None, train_file=None,
-                  predict_file=None)
+                  predict_file=None, validation_file=None, test_file=None)
     try:
         return RunConfig(**values)
     except TypeError as e:  # a required field is missing

@@ -57,11 +57,15 @@ def load(run_dir, data_dir=None, train_sample=256, dev_sample=256, seed=0, label
     weights = run_folder.path(run_dir, run_folder.MODEL_WEIGHTS)
     if not os.path.isfile(weights):
         raise InputError(f"{at(weights)}missing: the run did not finish training")
-    if data_dir is None:
-        data_dir = run_folder.read_config(run_dir).get("data_dir")
+    files = {}
+    if data_dir is None:  # the run's own data: its --data_dir, or its files where they still are
+        saved = run_folder.read_config(run_dir)
+        data_dir = saved.get("data_dir")
+        files = {flag: saved[flag] for flag in ("train_file", "validation_file", "predict_file")
+                 if saved.get(flag) and os.path.isfile(saved[flag])}
     if data_dir is not None and not os.path.isdir(data_dir):
         raise InputError(f"--data_dir={data_dir}: no such folder")
-    config = dataclasses.replace(config, data_dir=data_dir)
+    config = dataclasses.replace(config, data_dir=data_dir, **files)
     registry = registry or plugins.registry()
     task = copy.copy(registry.task(config.task))  # the run's options, not the shared task's
     if not registry.kind_of(task).row_metrics:

@@ -94,7 +94,8 @@ class Task:
     with test splits, the prediction file (`write_test_predictions`, or
     `write_predictions`). Everything else has a default here: the attributes below,
     featurizing text (pairs), and the optional capabilities, each of which says what its
-    default does: `read_file` (--train_file, --predict_file), `read_tfds` (--use_tfds),
+    default does: `read_file` (--train_file, --validation_file,
+    --test_file), `data_options`, `read_tfds` (--use_tfds),
     `split_path` + `iter_file` + `count_rows` + `keeps_together`
     (--stream_train_data), `option_names` +
     `configure` and `check_config` (run settings), `predictions` (decoding, by default
@@ -240,6 +241,13 @@ class Task:
     def check_config(self, config) -> None:
         """Refuses run settings this task cannot work with (an InputError naming the flag),
         before any data is read; most tasks accept every valid RunConfig."""
+
+    def data_options(self, config) -> Mapping[str, Any]:
+        """RunConfig values the run's data decides, read (and checked) before the encoder
+        loads; the run keeps them in run_config.json, so the run is rebuilt with the same
+        task (the generic tasks' label list, taken from the training file). By default
+        none."""
+        return {}
 
     def is_sentence_pair(self) -> bool:
         """Whether the task reads text_a and text_b (the export's `serving_default` then
