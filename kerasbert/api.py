@@ -25,10 +25,6 @@ from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 
-# HF's names for RunConfig fields, where RunConfig has no field of that name (yet).
-ALIASES = {"validation_file": "predict_file"}
-
-
 def _config_fields():
     return {f.name for f in dataclasses.fields(RunConfig)} - {"head_options"}
 
@@ -54,13 +50,12 @@ def make_config(registry, task, output_dir=None, **options):
     values, head_options = {}, dict(options.pop("head_options", None) or {})
     version_2 = options.pop("version_2_with_negative", False)
     for name, value in options.items():
-        target = name if name in fields else ALIASES.get(name, name)
-        if target in fields:
-            values[target] = value
+        if name in fields:
+            values[name] = value
         elif name in head_flags:
             head_options[name] = value
         else:
-            raise _unknown(name, fields | set(head_flags) | set(ALIASES)
+            raise _unknown(name, fields | set(head_flags)
                            | {"version_2_with_negative", "head_options"})
     if task in ("squad", "squad_v1") and version_2:
         task = "squad_v2"

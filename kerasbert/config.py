@@ -246,8 +246,7 @@ class RunConfig:
         "paper), attention (query, key, value and the attention output) or attention_ffn "
         "(those and both feed-forward kernels).")
     save_checkpoints_steps: int = setting(
-        1000, group="outputs", brief="Checkpoint every N steps too (resume mid-epoch).",
-        help="Also checkpoint every this many optimizer steps within an epoch (besides "
+        1000, help="Also checkpoint every this many optimizer steps within an epoch (besides "
         "each epoch's end), so a killed run resumes mid-epoch; 0 = only at epoch ends.")
     save_trajectory_every: int = setting(
         0, help="Save the weights every N training steps, plus before the first and after the "

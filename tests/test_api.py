@@ -128,7 +128,7 @@ def test_bad_input_raises_input_error_before_anything_is_written(tmp_path):
         (dict(task="sst3"), "--task=sst3: unknown task"),
         (dict(task="sst2", train_file=str(tmp_path / "nope.tsv")),
          "--train_file=.*nope.tsv: no such file"),
-        (dict(task="sst2", validation_file=str(tmp_path)), "--predict_file=.*is a folder"),
+        (dict(task="sst2", validation_file=str(tmp_path)), "--validation_file=.*is a folder"),
         (dict(task="sst2", learning_rate=-1.0), "--learning_rate=-1.0: must be positive"),
         (dict(task="sst2", init_checkpoint="random", model_size="2/32/2", max_seq_length=600),
          "--max_seq_length=600: the encoder has only 512"),

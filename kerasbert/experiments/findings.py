@@ -38,12 +38,13 @@ from kerasbert.analysis import stats
 from kerasbert import command as command_lib
 from kerasbert.errors import InputError
 from kerasbert.experiments import claim_verdicts, strategies
+from kerasbert import run_folder
 from kerasbert.io_utils import atomic_write_text, shown_path
 
 # File name → the tool that writes it.
 SOURCES = {"comparison.json": "compare_strategies", "table.json": "ner_table",
            "grid.json": "model_size_grid", "results.json": "pretraining_ablation",
-           "sweep.json": "sweep", "landscape_findings.json": "landscape"}
+           run_folder.SWEEP_JSON: "sweep", "landscape_findings.json": "landscape"}
 # The landscape tool (issue 19) writes no restarts table; a landscape_findings.json of
 # {"command", "experiment", "claims": {claim id: {"n", "effect", "low", "high", "std",
 # "unit"}}} fills the Hao et al. claims below (effect and interval as measured there).

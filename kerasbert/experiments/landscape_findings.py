@@ -25,6 +25,7 @@ import os
 
 from kerasbert.analysis import stats
 from kerasbert import command as command_lib
+from kerasbert import run_folder
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
@@ -71,9 +72,8 @@ def read_seed(folder):
         for key in ("hessian", "sharpness", "run_dir"):
             if key not in entry:
                 raise FindingsError(f"{folder}/summary.json: {label!r} has no {key!r}")
-        with open(os.path.join(entry["run_dir"], "run_config.json")) as f:
-            config = json.load(f)
-        history = _read_csv(os.path.join(entry["run_dir"], "history.csv"))
+        config = run_folder.read_config(entry["run_dir"])
+        history = _read_csv(run_folder.path(entry["run_dir"], run_folder.HISTORY))
         metric = _metric(history[0])
         trajectory = _rows(tables["trajectory.csv"], label)
         rollback = {r["rollback"]: float(r[_metric(r)]) for r in _rows(tables["rollback.csv"],
