@@ -182,6 +182,10 @@ class RunConfig:
     save_checkpoints_steps: int = setting(
         1000, help="Also checkpoint every this many optimizer steps within an epoch (besides "
         "each epoch's end), so a killed run resumes mid-epoch; 0 = only at epoch ends.")
+    keep_checkpoints: bool = setting(
+        False, help="Keep the resume checkpoints (weights and optimizer state, about 3x the "
+        "model's size each) in <output_dir>/checkpoints/ after the run finishes; by default a "
+        "finished run deletes them (an unfinished or killed run always keeps them, to resume).")
     save_trajectory_every: int = setting(
         0, help="Save the weights every N training steps, plus before the first and after the "
         "last, under <output_dir>/trajectory/ for `python -m kerasbert.landscape` (0 = off).")

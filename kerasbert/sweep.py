@@ -34,7 +34,8 @@ RUNS = run_folder.SWEEP_RUNS
 # What a pruned (not best) run keeps: small files that say what it did.
 KEEP = set(run_folder.SUMMARY_FILES) | {run_folder.TENSORBOARD_DIR}
 # Settings that may change between a stopped sweep and its resumption.
-RESUMABLE_CHANGES = {"output_dir", "overwrite_output_dir", "export_dir", "deterministic"}
+RESUMABLE_CHANGES = {"output_dir", "overwrite_output_dir", "export_dir", "deterministic",
+                     "keep_checkpoints"}
 
 
 @dataclasses.dataclass(frozen=True)
