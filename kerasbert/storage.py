@@ -113,8 +113,19 @@ def remove(path):
 def rmtree(path):
     if is_local(path):
         shutil.rmtree(local(path))
-    else:
-        _gfile().rmtree(path)
+        return
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.rmtree(path)
+    except tf.errors.NotFoundError:  # ram:// lists names by prefix and trips over its own
+        for folder, _, files in list(tf.io.gfile.walk(path)):  # listing: file by file
+            for name in files:
+                if tf.io.gfile.exists(os.path.join(folder, name)):
+                    tf.io.gfile.remove(os.path.join(folder, name))
+        for folder, _, _ in reversed(list(tf.io.gfile.walk(path))):
+            if tf.io.gfile.exists(folder):
+                tf.io.gfile.remove(folder)
 
 
 def rename(source, target):
@@ -124,6 +135,24 @@ def rename(source, target):
         os.replace(local(source), local(target))
     else:
         _gfile().rename(source, target, overwrite=True)
+
+
+def move_folder(source, target):
+    """Moves a folder to a new name: rename(2) locally (it fails if `target` exists); with a
+    scheme, file by file (an object store has no folders to rename, only names: a copy of
+    every file, then the source removed), which a reader may see half done."""
+    if is_local(source) and is_local(target):
+        os.rename(local(source), local(target))
+        return
+    gfile = _gfile()
+    for folder, _, files in gfile.walk(source):
+        inside = os.path.join(target, folder[len(source):].strip("/"))
+        gfile.makedirs(inside)
+        for name in files:
+            file = os.path.join(folder, name)
+            if gfile.exists(file):  # ram:// lists by name prefix: assets.extra/x as assets/.extra
+                gfile.copy(file, os.path.join(inside, name), overwrite=True)
+    rmtree(source)
 
 
 def copy(source, target):

@@ -278,10 +278,7 @@ def export_run(run_dir, export_dir, version=None, registry=None):
         _write_metadata(run, tmp)
         try:  # locally rename(2), which fails if another export took this version meanwhile;
             # on an object store a copy of every file (TF Serving may see it half copied)
-            if storage.is_local(tmp):
-                os.rename(tmp, target)
-            else:
-                storage.rename(tmp, target)
+            storage.move_folder(tmp, target)
         except Exception as e:
             if not storage.is_io_error(e):
                 raise
