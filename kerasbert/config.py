@@ -5,9 +5,9 @@ and sweeps without touching absl's global state.
 """
 
 import dataclasses
-import os
 from typing import Any, Mapping
 
+from kerasbert import storage
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json
 
@@ -253,10 +253,13 @@ class RunConfig:
              f"more word pieces than a row holds (--max_seq_length={self.max_seq_length})")
         for flag in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             need(getattr(self, flag) > 0, flag, "must be a positive integer")
+        for flag in ("train_file", "predict_file", "data_dir", "vocab_file"):
+            if getattr(self, flag):
+                storage.check_scheme(getattr(self, flag), f"--{flag}")
         for flag in ("train_file", "predict_file"):
             path = getattr(self, flag)
-            need(path is None or os.path.isfile(path), flag,
-                 "is a folder, not a file" if path and os.path.isdir(path) else "no such file")
+            need(path is None or storage.isfile(path), flag,  # gs:// too
+                 "is a folder, not a file" if path and storage.isdir(path) else "no such file")
         for flag in ("train_batch_size", "eval_batch_size"):
             value = getattr(self, flag)
             need(value is None or value > 0, flag, "must be a positive integer")
@@ -315,9 +318,9 @@ class RunConfig:
              "for --lora_rank runs")
         need(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be a positive integer")
         need(self.length_group_batches > 0, "length_group_batches", "must be a positive integer")
-        if self.data_dir is not None and not os.path.isdir(self.data_dir):
+        if self.data_dir is not None and not storage.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")
-        if self.vocab_file is not None and not os.path.isfile(self.vocab_file):
+        if self.vocab_file is not None and not storage.isfile(self.vocab_file):
             raise InputError(f"--vocab_file={self.vocab_file}: no such file")
 
     @classmethod

@@ -89,6 +89,19 @@ def listdir(path):
     return [name.rstrip("/") for name in _gfile().listdir(path)]
 
 
+def getsize(path):
+    return os.path.getsize(local(path)) if is_local(path) else _gfile().stat(path).length
+
+
+def stamp(path):
+    """(size, modification time in ns) of a file, to notice that it changed."""
+    if is_local(path):
+        info = os.stat(local(path))
+        return info.st_size, info.st_mtime_ns
+    info = _gfile().stat(path)
+    return info.length, info.mtime_nsec
+
+
 def glob(pattern):
     import glob as globbing
 
