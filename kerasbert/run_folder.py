@@ -9,8 +9,10 @@ the readers and writers of a run's config, metrics, history and eval results.
                               far, where Linux lets it be measured)
             eval_results.txt  `name = value` per dev metric (google-research/bert's file)
             metrics.json      the final dev metrics: written last, the finished marker
-            model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone
-            checkpoints/      resume state;    tensorboard/   event files
+            model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone (its
+                              config and vocabulary; its weights: model.weights.h5's backbone/)
+            checkpoints/      resume state, dropped when the run finishes (--keep_checkpoints)
+            tensorboard/      event files
             trajectory/       weights along training (--save_trajectory_every)
             export.json       where the run's SavedModel went (--export_dir)
             report.md, curves.png, failed.json (a sweep's diverged run), sweep_pruned.json

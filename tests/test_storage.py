@@ -99,3 +99,23 @@ def test_an_output_dir_that_cannot_be_written_is_one_line_exit_2(tmp_path, outpu
     assert errors[0].startswith(f"kerasbert: error: --output_dir={output_dir}: ")
     assert __import__("re").search(reason, errors[0])
     assert os.listdir(tmp_path) == []  # no ./foo:/bucket/run
+
+
+def test_a_worker_of_a_multi_worker_run_on_gs_resumes_from_the_chiefs_checkpoints(monkeypatch):
+    from kerasbert import distribute
+
+    chief = "ram://runs/multi-worker/checkpoints"
+    tf.io.gfile.makedirs(chief)
+    for name, text in (("ckpt-3.index", "i"), ("ckpt-3.data-00000-of-00001", "d"),
+                       ("checkpoint", "model_checkpoint_path: \"ckpt-3\"\n")):
+        with tf.io.gfile.GFile(f"{chief}/{name}", "w") as f:
+            f.write(text)
+    monkeypatch.setattr(distribute, "is_chief", lambda strategy: False)
+    folder = distribute.worker_output_dir(None, "ram://runs/multi-worker")
+    try:
+        assert sorted(os.listdir(os.path.join(folder, "checkpoints"))) == [
+            "checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+        assert open(os.path.join(folder, "checkpoints", "ckpt-3.data-00000-of-00001")).read() == "d"
+    finally:
+        distribute.discard_worker_output(None, folder)
+    assert not os.path.exists(folder)
