@@ -17,6 +17,7 @@ import json
 import sys
 
 from kerasbert.errors import InputError, at
+from kerasbert.io_utils import atomic_write_text
 from kerasbert.tasks import conll, squad_metrics
 
 
@@ -110,11 +111,7 @@ def squad_v2(parser):
         except ValueError as e:
             raise InputError(f"{at(args.na_prob_file)}{e}") from None
         if args.out_file:
-            try:
-                with open(args.out_file, "w", encoding="utf-8") as f:
-                    json.dump(result, f)
-            except OSError as e:
-                raise InputError(f"{at(args.out_file)}cannot write: {e.strerror or e}") from None
+            atomic_write_text(args.out_file, json.dumps(result))  # gs:// too; InputError if not
         else:
             print(json.dumps(result, indent=2))
 

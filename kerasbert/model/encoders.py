@@ -197,6 +197,10 @@ def _load_kerasbert_run(folder, dropout):
     in_run_file = not storage.isfile(weights_file) and isinstance(in_run, str)
     if in_run_file:  # the encoder stored once, inside the run's model.weights.h5
         weights_file = os.path.join(os.path.dirname(folder.rstrip("/")), in_run)
+        if not storage.isfile(weights_file):
+            raise InputError(f"{at(weights_file)}missing: a fine-tuning run's {ENCODER_DIR}/ "
+                             f"keeps its weights in the run folder's {in_run}; pass the "
+                             "whole run folder (or export a keras-hub preset of it)")
     _require_file(weights_file)
     try:
         if in_run_file:
