@@ -15,6 +15,8 @@ import shutil
 from kerasbert.errors import InputError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# Filesystems that `import tensorflow_io` registers with TensorFlow (gs:// is built in).
+TENSORFLOW_IO_SCHEMES = ("s3", "az", "hdfs", "http", "https")
 
 
 def scheme(path):
@@ -55,7 +57,8 @@ def check_scheme(path, flag):
     try:
         tf.io.gfile.exists(path)
     except tf.errors.UnimplementedError:
-        hint = " (pip install tensorflow-io for s3:// and others)" if scheme(path) != "gs" else ""
+        hint = (" (pip install tensorflow-io: it adds it)" if scheme(path) in TENSORFLOW_IO_SCHEMES
+                else "")
         raise InputError(f"{flag}={path}: TensorFlow has no filesystem for "
                          f"{scheme(path)}://{hint}") from None
     except tf.errors.OpError as e:  # no credentials, no such bucket, no network
