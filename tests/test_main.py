@@ -112,6 +112,9 @@ def test_feature_based_ner_keeps_the_encoder_frozen(tmp_path):
     fresh = encoders.random_encoder("2/32/2", seed=1).backbone
     for a, b in zip(trained.weights, fresh.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # The head holds the encoder's layers under its own name in model.weights.h5, where a
+    # lone encoder cannot read them: encoder/ keeps its own copy.
+    assert "encoder.weights.h5" in os.listdir(out / "encoder")
 
 
 @pytest.mark.parametrize("task, keys", [

@@ -140,7 +140,10 @@ def save_encoder(backbone, vocab_file, do_lower_case, dir, weights_in_run_file=N
     into place, so a crash never leaves a half-written encoder behind.
     `weights_in_run_file`: the name of a file in `dir` (a task model's
     `model.weights.h5`, written already) holding this encoder as `backbone`:
-    encoder/ then points at it instead of storing the weights twice.
+    encoder/ then points at it instead of storing the weights twice, where the
+    encoder reads back whole from it (not so when the head shares the encoder's
+    layers under another name, as a feature-based head does: then they are
+    stored here too).
 
     Returns:
         The path of the `encoder/` folder.
@@ -148,6 +151,9 @@ def save_encoder(backbone, vocab_file, do_lower_case, dir, weights_in_run_file=N
     if not isinstance(backbone, BertEncoder):
         raise TypeError(f"save_encoder needs a BertEncoder, got {type(backbone).__name__}")
     target = os.path.join(dir, ENCODER_DIR)
+    if weights_in_run_file and not _reads_back_from(backbone.get_config(),
+                                                    os.path.join(dir, weights_in_run_file)):
+        weights_in_run_file = None
     with replaced_whole_folder(target) as tmp:
         config = dict(backbone.get_config(), do_lower_case=bool(do_lower_case))
         if weights_in_run_file:
@@ -173,6 +179,17 @@ class _TaskModelWeights(keras.Model):
 
 def _load_from_task_model(backbone, weights_file):
     _TaskModelWeights(backbone).load_weights(weights_file)
+
+
+def _reads_back_from(config, weights_file):
+    """Whether a fresh encoder of `config` loads every weight from a task model's file
+    (Keras saves a layer once, under the first name it meets it by: a head that holds the
+    encoder's layers too may have taken them)."""
+    try:
+        _load_from_task_model(BertEncoder.from_config(config), weights_file)
+    except Exception:  # Keras: "A total of N objects could not be loaded", h5py errors
+        return False
+    return True
 
 
 # --- kerasbert runs ---------------------------------------------------------
