@@ -244,7 +244,8 @@ def read_json_object(path):
     except Exception as e:
         if not storage.is_io_error(e):
             raise
-        raise InputError(f"{at(path)}cannot read: {e if isinstance(e, OSError) else storage.reason(e)}") from None
+        reason = e if isinstance(e, OSError) else storage.reason(e)
+        raise InputError(f"{at(path)}cannot read: {reason}") from None
     if not isinstance(value, dict):
         raise InputError(f"{at(path)}expected a JSON object")
     return value

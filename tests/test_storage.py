@@ -47,7 +47,7 @@ def test_a_finished_run_keeps_each_thing_once_and_no_resume_state(tmp_path):
     assert run_folder.is_finished(str(out))
 
     (out / "model.weights.h5").unlink()
-    with pytest.raises(Exception, match=r"model\.weights\.h5: missing: a fine-tuning run.s encoder/"):
+    with pytest.raises(Exception, match=r"model\.weights\.h5: missing: a fine-tuning run"):
         encoders.load_encoder(str(out))
 
 
