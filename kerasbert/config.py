@@ -5,9 +5,9 @@ and sweeps without touching absl's global state.
 """
 
 import dataclasses
-import os
 from typing import Any, Mapping
 
+from kerasbert import storage
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_json
 
@@ -248,6 +248,10 @@ class RunConfig:
     save_checkpoints_steps: int = setting(
         1000, help="Also checkpoint every this many optimizer steps within an epoch (besides "
         "each epoch's end), so a killed run resumes mid-epoch; 0 = only at epoch ends.")
+    keep_checkpoints: bool = setting(
+        False, help="Keep the resume checkpoints (weights and optimizer state, about 3x the "
+        "model's size each) in <output_dir>/checkpoints/ after the run finishes; by default a "
+        "finished run deletes them (an unfinished or killed run always keeps them, to resume).")
     save_trajectory_every: int = setting(
         0, help="Save the weights every N training steps, plus before the first and after the "
         "last, under <output_dir>/trajectory/ for `python -m kerasbert.landscape` (0 = off).")
@@ -330,10 +334,14 @@ class RunConfig:
              "is google-research/bert's name of --validation_file: give one of the two")
         need(self.label_column_index is None or self.label_column_index >= 0,
              "label_column_index", "must be a 0-based column number")
+        for flag in ("train_file", "validation_file", "predict_file", "test_file", "data_dir",
+                     "vocab_file"):
+            if getattr(self, flag):
+                storage.check_scheme(getattr(self, flag), f"--{flag}")
         for flag in ("train_file", "validation_file", "predict_file", "test_file"):
             path = getattr(self, flag)
-            need(path is None or os.path.isfile(path), flag,
-                 "is a folder, not a file" if path and os.path.isdir(path) else "no such file")
+            need(path is None or storage.isfile(path), flag,  # gs:// too
+                 "is a folder, not a file" if path and storage.isdir(path) else "no such file")
         for flag in ("train_batch_size", "eval_batch_size"):
             value = getattr(self, flag)
             need(value is None or value > 0, flag, "must be a positive integer")
@@ -392,9 +400,9 @@ class RunConfig:
              "for --lora_rank runs")
         need(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be a positive integer")
         need(self.length_group_batches > 0, "length_group_batches", "must be a positive integer")
-        if self.data_dir is not None and not os.path.isdir(self.data_dir):
+        if self.data_dir is not None and not storage.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")
-        if self.vocab_file is not None and not os.path.isfile(self.vocab_file):
+        if self.vocab_file is not None and not storage.isfile(self.vocab_file):
             raise InputError(f"--vocab_file={self.vocab_file}: no such file")
 
     @classmethod

@@ -11,7 +11,7 @@ import tempfile
 
 import tensorflow as tf
 
-from kerasbert import cluster
+from kerasbert import cluster, storage
 from kerasbert.errors import InputError
 from kerasbert.run_folder import CHECKPOINT_DIR
 
@@ -112,9 +112,15 @@ def worker_output_dir(strategy, output_dir, resume=True):
         return output_dir
     folder = tempfile.mkdtemp(prefix="kerasbert-worker-")
     chief_checkpoints = os.path.join(output_dir, CHECKPOINT_DIR)
-    if resume and os.path.isdir(chief_checkpoints):
+    if resume and storage.is_local(output_dir) and os.path.isdir(chief_checkpoints):
         shutil.copytree(chief_checkpoints, os.path.join(folder, CHECKPOINT_DIR),
                         copy_function=_link_or_copy)
+    elif resume and storage.isdir(chief_checkpoints):  # gs://: the same state, downloaded
+        os.makedirs(os.path.join(folder, CHECKPOINT_DIR))
+        for name in storage.listdir(chief_checkpoints):
+            if storage.isfile(os.path.join(chief_checkpoints, name)):
+                storage.copy(os.path.join(chief_checkpoints, name),
+                             os.path.join(folder, CHECKPOINT_DIR, name))
     return folder
 
 

@@ -23,6 +23,7 @@ from absl import flags
 
 from kerasbert import command
 from kerasbert.errors import InputError, at
+from kerasbert.io_utils import atomic_write_text
 from kerasbert.tasks import conll
 from kerasbert.tasks.squad import metrics as squad_metrics
 
@@ -118,11 +119,7 @@ def squad_v2(flag_values):
         except ValueError as e:
             raise InputError(f"{at(na_prob_file)}{e}") from None
         if out_file:
-            try:
-                with open(out_file, "w", encoding="utf-8") as f:
-                    json.dump(result, f)
-            except OSError as e:
-                raise InputError(f"{at(out_file)}cannot write: {e.strerror or e}") from None
+            atomic_write_text(out_file, json.dumps(result))  # gs:// too; InputError if not
         else:
             print(json.dumps(result, indent=2))
 

@@ -1,4 +1,10 @@
-"""Files are written whole or not at all: write beside the target, then rename."""
+"""Files are written whole or not at all: write beside the target, then rename.
+
+Every function takes a local path or one with a scheme TensorFlow has (gs://, ram://; see
+kerasbert/storage.py). On an object store a rename is a copy then a delete, so "whole or
+not at all" there means: the target is never a half-written file under its own name, but a
+reader may briefly see the old one and the new one at once (and a kill mid-copy can leave
+the temporary file behind)."""
 
 import contextlib
 import csv
@@ -9,6 +15,7 @@ import os
 import secrets
 import shutil
 
+from kerasbert import storage
 from kerasbert.errors import InputError, at
 
 
@@ -29,7 +36,12 @@ def check_can_create(folder, flag):
     def refuse(code, what="cannot create it"):
         raise InputError(f"{flag}={folder}: {what} ({os.strerror(code)})")
 
-    path = os.path.abspath(folder)
+    if not storage.is_local(folder):  # an object store: its scheme, then a file in the way
+        storage.check_scheme(folder, flag)
+        if storage.exists(folder) and not storage.isdir(folder):
+            refuse(errno.EEXIST)
+        return
+    path = os.path.abspath(storage.local(folder))
     if os.path.lexists(path) and not os.path.isdir(path):
         refuse(errno.EEXIST)
     existing = path
@@ -46,7 +58,7 @@ def missing_file(path, folder, also=()):
     `also`): a folder in its place says so; otherwise `no such file`, with what `folder`
     holds or that it does not exist. (Raise it.)"""
     for candidate in (path, *also):
-        if os.path.isdir(candidate):
+        if storage.isdir(candidate):
             return InputError(f"{at(candidate)}is a folder, not a file")
     nor = f" (nor {', '.join(also)})" if also else ""
     return InputError(f"{at(path)}no such file{nor}; {listing(folder)}")
@@ -54,9 +66,9 @@ def missing_file(path, folder, also=()):
 
 def listing(folder, limit=30):
     """'<folder> has: a, b, c' (the first `limit` names), or that it does not exist."""
-    if not os.path.isdir(folder):
+    if not storage.isdir(folder):
         return f"the folder {folder} does not exist"
-    names = sorted(os.listdir(folder))
+    names = sorted(storage.listdir(folder))
     shown = ", ".join(names[:limit])
     if len(names) > limit:
         shown += f", ... ({len(names)} in all)"
@@ -77,7 +89,10 @@ def replaced_whole(path, suffix=".tmp", stem=None):
     `suffix` ends the temporary name (Keras and numpy look at the extension); `stem` replaces
     the target's name in it where a reader would take the half-written file for the real
     one (TensorBoard loads every file whose name holds `tfevents`)."""
-    directory, name = os.path.split(os.path.abspath(path))
+    if not storage.is_local(path):
+        yield from _replaced_whole_remote(path, suffix, stem)
+        return
+    directory, name = os.path.split(os.path.abspath(storage.local(path)))
     os.makedirs(directory, exist_ok=True)
     tmp = _unique_name_beside(directory, stem or name, suffix)
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
@@ -89,12 +104,32 @@ def replaced_whole(path, suffix=".tmp", stem=None):
             os.remove(tmp)
 
 
+def _replaced_whole_remote(path, suffix, stem):
+    directory, name = os.path.split(path)
+    storage.makedirs(directory)
+    tmp = _unique_name_beside(directory, stem or name, suffix)
+    try:
+        yield tmp
+        storage.rename(tmp, path)  # on an object store: a copy, then the delete
+    finally:
+        if storage.exists(tmp):
+            storage.remove(tmp)
+
+
 @contextlib.contextmanager
 def replaced_whole_folder(path):
     """Yields a fresh empty folder beside `path` to fill: it replaces `path` (a folder,
     which is removed) when the block ends, and is removed when the block raises. Its mode
-    is os.mkdir's (0777 less the umask), not mkdtemp's 0700."""
-    directory, name = os.path.split(os.path.abspath(path))
+    is os.mkdir's (0777 less the umask), not mkdtemp's 0700. On an object store, where a
+    folder is only a name prefix and cannot be renamed in one step, the old folder is
+    removed and the new one written in its place (a kill meanwhile leaves it partial)."""
+    if not storage.is_local(path):
+        if storage.exists(path):
+            storage.rmtree(path)
+        storage.makedirs(path)
+        yield path
+        return
+    directory, name = os.path.split(os.path.abspath(storage.local(path)))
     os.makedirs(directory, exist_ok=True)
     tmp = _unique_name_beside(directory, name, ".tmp")
     os.mkdir(tmp)
@@ -116,10 +151,12 @@ def replaced_whole_folder(path):
 def atomic_write_text(path, text):
     try:
         with replaced_whole(path) as tmp:
-            with open(tmp, "w", encoding="utf-8") as f:
+            with storage.open_file(tmp, "w") as f:
                 f.write(text)
-    except OSError as e:  # a full disk, a read-only or vanished folder
-        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
+    except Exception as e:  # a full disk, a read-only or vanished folder, a bucket refusing
+        if not storage.is_io_error(e):
+            raise
+        raise InputError(f"{at(path)}cannot write: {storage.reason(e)}") from None
 
 
 def atomic_write_json(path, obj):
@@ -142,9 +179,9 @@ def write_history(path, rows):
 
 
 def read_history(path):
-    if not os.path.exists(path):
+    if not storage.exists(path):
         return []
-    with open(path, encoding="utf-8") as f:
+    with storage.open_file(path) as f:
         return list(csv.DictReader(f))
 
 
@@ -152,12 +189,10 @@ def read_utf8_text(path, kind=""):
     """The text of a UTF-8 file (a BOM dropped); InputError naming the file, and the line of
     the first bad byte, when it cannot be read or decoded. `kind` names the format."""
     try:
-        with open(path, "rb") as f:
+        with storage.open_file(path, "rb") as f:
             raw = f.read()
-    except FileNotFoundError:
-        raise InputError(f"{at(path)}no such file") from None
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
+    except Exception as e:
+        _raise_unreadable(path, e)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -172,11 +207,11 @@ def iter_utf8_lines(path, kind=""):
     read_utf8_text, raised when the bad line is reached. (Byte 0x0A never occurs inside
     a multi-byte UTF-8 sequence, so decoding line by line is decoding the file.)"""
     try:
-        f = open(path, "rb")  # noqa: SIM115  (closed by the `with` below, in the generator)
-    except FileNotFoundError:
-        raise InputError(f"{at(path)}no such file") from None
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot read: {e.strerror or e}") from None
+        f = storage.open_file(path, "rb")  # noqa: SIM115  (closed by the `with` below)
+        if not storage.is_local(path):
+            f.size()  # gfile opens lazily: a missing file shows at the first read
+    except Exception as e:
+        _raise_unreadable(path, e)
     with f:
         for number, raw in enumerate(f, start=1):
             try:
@@ -187,15 +222,30 @@ def iter_utf8_lines(path, kind=""):
             yield line
 
 
+def _raise_unreadable(path, error):
+    """InputError `no such file` / `cannot read: <reason>` for an error of opening or
+    reading `path`; any other error as it is."""
+    if storage.is_not_found(error):
+        raise InputError(f"{at(path)}no such file") from None
+    if storage.is_io_error(error):
+        raise InputError(f"{at(path)}cannot read: {storage.reason(error)}") from None
+    raise error
+
+
 def read_json_object(path):
     """A JSON file holding one object; InputError naming the file (and line) otherwise."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with storage.open_file(path) as f:
             value = json.load(f)
     except json.JSONDecodeError as e:
         raise InputError(f"{at(path, e.lineno)}invalid JSON: {e.msg}") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
         raise InputError(f"{at(path)}cannot read: {e}") from None
+    except Exception as e:
+        if not storage.is_io_error(e):
+            raise
+        reason = e if isinstance(e, OSError) else storage.reason(e)
+        raise InputError(f"{at(path)}cannot read: {reason}") from None
     if not isinstance(value, dict):
         raise InputError(f"{at(path)}expected a JSON object")
     return value

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from kerasbert import plugins, run_folder
+from kerasbert import plugins, run_folder, storage
 from kerasbert.analysis.report_plots import plot_run_history, plot_sweep
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_text, read_json_object
@@ -46,7 +46,7 @@ def _main_metric_of(config, metrics):
 
 def write_run_report(run_dir, main_metric=None):
     """Writes `<run_dir>/report.md` and `<run_dir>/curves.png`; returns the report's path."""
-    if not os.path.isfile(run_folder.path(run_dir, run_folder.RUN_CONFIG)):
+    if not storage.isfile(run_folder.path(run_dir, run_folder.RUN_CONFIG)):
         raise InputError(f"{run_dir}: not a kerasbert run (no {run_folder.RUN_CONFIG})")
     config = run_folder.read_config(run_dir)
     metrics = run_folder.read_metrics(run_dir)
@@ -102,9 +102,9 @@ def _cell(value):
 
 def _file_lines(run_dir):
     lines = []
-    names = sorted(os.listdir(run_dir))
+    names = sorted(storage.listdir(run_dir))
     outputs = [n for n in names if n not in run_folder.SUMMARY_FILES and not n.startswith(".")
-               and os.path.isfile(os.path.join(run_dir, n))]
+               and storage.isfile(os.path.join(run_dir, n))]
     for n in outputs:
         lines.append(f"- [{n}]({n})" + (" (weights of encoder + head)"
                                          if n.endswith(".weights.h5") else ""))
@@ -113,7 +113,7 @@ def _file_lines(run_dir):
         if n in names:
             lines.append(f"- [{n}]({n})")
     for folder, what in run_folder.FOLDER_ROLES.items():
-        if os.path.isdir(os.path.join(run_dir, folder)):
+        if storage.isdir(os.path.join(run_dir, folder)):
             lines.append(f"- [{folder}/]({folder}/): {what}")
     if run_folder.PRUNED in names:
         removed = run_folder.read_pruned(run_dir)
@@ -200,7 +200,7 @@ def _main(argv):
         raise InputError("expected one folder: python -m kerasbert.report <run_dir or "
                          "sweep_dir>" + (f"; got {' '.join(argv[1:])}" if argv[1:] else ""))
     target = argv[1]
-    if os.path.isfile(run_folder.path(target, run_folder.SWEEP_JSON)):
+    if storage.isfile(run_folder.path(target, run_folder.SWEEP_JSON)):
         path = write_sweep_report(target)
     else:
         path = write_run_report(target)

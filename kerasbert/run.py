@@ -9,7 +9,8 @@
     outputs   the run folder prepared (only now: bad input has failed before it)
     phases    frozen → fine-tune, with dev evaluation after each epoch
     evaluate  dev metrics; test predictions
-    save      encoder/, model.weights.h5, eval_results.txt, the export, metrics.json, report
+    save      model.weights.h5, encoder/ (its weights are model.weights.h5's), eval_results.txt,
+              the export, metrics.json; checkpoints/ dropped (--keep_checkpoints); report
 
 `python -m kerasbert.main` (the CLI), the sweep, the landscape, the tools and the tests all
 call `execute(config)`; nothing imports the CLI.
@@ -20,12 +21,11 @@ import contextlib
 import copy
 import dataclasses
 import multiprocessing
-import os
 
 import keras
 import tensorflow as tf
 
-from kerasbert import distribute, faults, plugins, report, run_folder
+from kerasbert import distribute, faults, plugins, report, run_folder, storage
 from kerasbert.config import configure_task
 from kerasbert.data import pipeline, streaming
 from kerasbert.data.tokenization import WordPieceTokenizer
@@ -295,7 +295,7 @@ def export_once(config, registry):
     """Exports the run; a resumed run that had exported already (export.json) does not
     add a second version."""
     recorded = run_folder.read_export_record(config.output_dir)
-    if recorded and os.path.isdir(recorded):
+    if recorded and storage.isdir(recorded):
         log(f"kerasbert: SavedModel already exported to {recorded}")
         return
     export_path = find_export(config.output_dir, config.export_dir)  # killed before the record
@@ -369,9 +369,10 @@ def _execute(config, registry, task, head_spec):
     trainer = Trainer(model, registry.kind_of(task), strategy, optimizer=None)  # eval, predict
 
     out = config.output_dir
-    if config.do_train:
-        encoders.save_encoder(encoder.backbone, encoder.vocab_file, encoder.do_lower_case, out)
+    if config.do_train:  # the encoder's weights once: in model.weights.h5, which encoder/ names
         run_state.save_weights_atomically(model, run_folder.path(out, run_folder.MODEL_WEIGHTS))
+        encoders.save_encoder(encoder.backbone, encoder.vocab_file, encoder.do_lower_case, out,
+                              weights_in_run_file=run_folder.MODEL_WEIGHTS)
     if config.do_eval and not metrics:
         metrics = dev_metrics(trainer)
     test_metrics = write_test_predictions(config, task, trainer, features) if (
@@ -383,6 +384,8 @@ def _execute(config, registry, task, head_spec):
     if config.export_dir:  # before the finished marker: a run killed here resumes to export
         export_once(config, registry)
     run_folder.write_metrics(out, results, per_phase)
+    if not config.keep_checkpoints:  # finished: the resume state is no longer needed
+        run_folder.drop_resume_state(out)
     report.write_run_report(out, task.main_metric)
     log(f"kerasbert: {task.name} dev metrics: "
         + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)"))

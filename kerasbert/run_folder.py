@@ -9,8 +9,10 @@ the readers and writers of a run's config, metrics, history and eval results.
                               far, where Linux lets it be measured)
             eval_results.txt  `name = value` per dev metric (google-research/bert's file)
             metrics.json      the final dev metrics: written last, the finished marker
-            model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone
-            checkpoints/      resume state;    tensorboard/   event files
+            model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone (its
+                              config and vocabulary; its weights: model.weights.h5's backbone/)
+            checkpoints/      resume state, dropped when the run finishes (--keep_checkpoints)
+            tensorboard/      event files
             trajectory/       weights along training (--save_trajectory_every)
             export.json       where the run's SavedModel went (--export_dir)
             report.md, curves.png, failed.json (a sweep's diverged run), sweep_pruned.json
@@ -18,7 +20,8 @@ the readers and writers of a run's config, metrics, history and eval results.
     <sweep>/ runs/<lr…-r…>/ (one run folder each), sweep.json, sweep.csv, sweep.png, report.md
 
 Nothing else in kerasbert spells these names: a module that reads or writes a run's
-files asks this one.
+files asks this one. A folder may be local or on any filesystem TensorFlow has
+(`--output_dir=gs://bucket/runs/x`; kerasbert/storage.py).
 """
 
 import dataclasses
@@ -26,10 +29,10 @@ import fcntl
 import json
 import os
 import shlex
-import shutil
 import socket
 import sys
 
+from kerasbert import storage
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import (
@@ -86,17 +89,17 @@ def predictions_file(split):
 def status(run_dir):
     """finished (metrics.json), failed (failed.json), unfinished (run_config.json only)
     or pending (nothing yet)."""
-    if os.path.isfile(path(run_dir, METRICS)):
+    if storage.isfile(path(run_dir, METRICS)):
         return "finished"
-    if os.path.isfile(path(run_dir, FAILED)):
+    if storage.isfile(path(run_dir, FAILED)):
         return "failed"
-    if os.path.isfile(path(run_dir, RUN_CONFIG)):
+    if storage.isfile(path(run_dir, RUN_CONFIG)):
         return "unfinished"
     return "pending"
 
 
 def is_finished(run_dir):
-    return os.path.isfile(path(run_dir, METRICS))
+    return storage.isfile(path(run_dir, METRICS))
 
 
 # --- Readers and writers -----------------------------------------------------------------
@@ -104,14 +107,14 @@ def is_finished(run_dir):
 def read_config(run_dir):
     """run_config.json as a dict ({} when the folder has none)."""
     file = path(run_dir, RUN_CONFIG)
-    return read_json_object(file) if os.path.isfile(file) else {}
+    return read_json_object(file) if storage.isfile(file) else {}
 
 
 def read_run_config(run_dir):
     """run_config.json as a RunConfig. Paths of the training data are not needed to export
     (the vocabulary comes from the run's encoder/), so their absence is no error."""
     path = os.path.join(run_dir, RUN_CONFIG)
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise InputError(f"{at(path)}missing: --run_dir must be a finished kerasbert run")
     values = read_json_object(path)
     known = {f.name for f in dataclasses.fields(RunConfig)}
@@ -134,7 +137,7 @@ def read_metrics(run_dir):
     """metrics.json ({} for an unfinished run). Stack-and-finetune runs also hold each
     phase's metrics under "phases"."""
     file = path(run_dir, METRICS)
-    return read_json_object(file) if os.path.isfile(file) else {}
+    return read_json_object(file) if storage.isfile(file) else {}
 
 
 def write_metrics(run_dir, metrics, per_phase=None):
@@ -149,8 +152,8 @@ def read_eval_results(run_dir):
     (a run exports in between, so that a kill during export resumes to it)."""
     file = path(run_dir, EVAL_RESULTS)
     results = {}
-    if os.path.isfile(file):
-        with open(file, encoding="utf-8") as f:
+    if storage.isfile(file):
+        with storage.open_file(file) as f:
             for line in f:
                 name, sep, value = line.strip().partition(" = ")
                 if sep:
@@ -176,10 +179,10 @@ def read_tagging_predictions(run_dir, split):
     `<split>_predictions.txt`, or None when the run has no such file (or it holds no gold
     tags: an unlabelled split)."""
     file = path(run_dir, tagging_predictions_file(split))
-    if not os.path.isfile(file):
+    if not storage.isfile(file):
         return None
     sentences, gold, predicted = [], [], []
-    with open(file, encoding="utf-8") as f:
+    with storage.open_file(file) as f:
         for line in f:
             fields = line.rstrip("\n").split(" ")
             if fields == [""]:
@@ -216,7 +219,7 @@ def write_failure(run_dir, error):
 def read_export_record(run_dir):
     """The SavedModel folder a run exported to, or None."""
     file = path(run_dir, EXPORT_RECORD)
-    return read_json_object(file).get("path") if os.path.isfile(file) else None
+    return read_json_object(file).get("path") if storage.isfile(file) else None
 
 
 def write_export_record(run_dir, export_path):
@@ -225,7 +228,7 @@ def write_export_record(run_dir, export_path):
 
 def read_pruned(run_dir):
     file = path(run_dir, PRUNED)
-    return read_json_object(file).get("removed", []) if os.path.isfile(file) else []
+    return read_json_object(file).get("removed", []) if storage.isfile(file) else []
 
 
 def write_pruned(run_dir, removed):
@@ -253,7 +256,7 @@ def changed_settings(run_dir, config, may_change):
 
 # Differences in these settings do not stop an unfinished run from resuming.
 RESUMABLE_CHANGES = ("overwrite_output_dir", "do_predict", "export_dir", "eval_batch_size",
-                     "save_checkpoints_steps")
+                     "save_checkpoints_steps", "keep_checkpoints")
 
 
 def check(config):
@@ -261,8 +264,8 @@ def check(config):
     A run calls it as soon as it holds the folder's lock, before the encoder loads."""
     out = config.output_dir
     finished = is_finished(out)
-    is_run = os.path.exists(path(out, RUN_CONFIG))
-    foreign = os.path.isdir(out) and bool(_contents(out)) and not is_run and not finished
+    is_run = storage.exists(path(out, RUN_CONFIG))
+    foreign = storage.isdir(out) and bool(_contents(out)) and not is_run and not finished
     if not config.overwrite_output_dir:
         if finished:
             raise InputError(f"--output_dir={out}: holds a finished run; pass "
@@ -289,13 +292,15 @@ def prepare(config):
     out = config.output_dir
     finished, is_run = check(config)
     try:
-        os.makedirs(out, exist_ok=True)
+        storage.makedirs(out)
         probe = path(out, ".write_test")
-        with open(probe, "w") as f:
+        with storage.open_file(probe, "w") as f:
             f.write("")
-        os.remove(probe)
-    except OSError as e:
-        raise InputError(f"--output_dir={out}: cannot write there ({e.strerror})") from None
+        storage.remove(probe)
+    except Exception as e:
+        if not storage.is_io_error(e):
+            raise
+        raise InputError(f"--output_dir={out}: cannot write there ({storage.reason(e)})") from None
     if config.overwrite_output_dir and (finished or is_run):
         # Start over: the old run's results and checkpoints must not mix with the new.
         clear(out, _contents(out))
@@ -303,17 +308,25 @@ def prepare(config):
 
 def _contents(folder):
     """The names in `folder` but the lock of the process using it."""
-    return [name for name in os.listdir(folder) if name != LOCK]
+    return [name for name in storage.listdir(folder) if name != LOCK]
 
 
 def clear(folder, names):
     """Removes the named files and folders of `folder` (those that exist)."""
     for name in names:
         target = path(folder, name)
-        if os.path.isdir(target):
-            shutil.rmtree(target)
-        elif os.path.exists(target):
-            os.remove(target)
+        if storage.isdir(target):
+            storage.rmtree(target)
+        elif storage.exists(target):
+            storage.remove(target)
+
+
+def drop_resume_state(run_dir):
+    """Removes a finished run's checkpoints/ (weights and every optimizer's state: most of
+    the folder's size); what a user needs stays (--keep_checkpoints keeps them). Called
+    after metrics.json exists, so a kill meanwhile never leaves an unfinished run without
+    its resume state."""
+    clear(run_dir, [CHECKPOINT_DIR])
 
 
 # --- Who is using a folder ---------------------------------------------------------------
@@ -357,14 +370,29 @@ def lock(folder, flag="--output_dir", optional=False):
     A folder that does not exist is created (it cannot be written: an InputError), and
     removed again on release if only the lock went into it, so a run refused for bad input
     leaves nothing behind. `optional`: a folder the process only reads and cannot write to
-    is used without a lock."""
-    created = []
+    is used without a lock.
+
+    On a filesystem with a scheme (gs://, ram://) there is no flock: see `_lock_remote`."""
+    if not storage.is_local(folder):
+        return _lock_remote(folder, flag, optional)
+    folder = storage.local(folder)
+    created, why = [], None
     for _ in range(100):  # only a holder removing the file or folder meanwhile repeats it
         created = _missing_folders(folder) or created
         try:
             os.makedirs(folder, exist_ok=True)
+        except OSError as e:  # /proc/x: ENOENT for ever; a vanishing parent: once
+            why = f"cannot create it ({e.strerror})"
+            if isinstance(e, FileNotFoundError):
+                continue
+            _remove_empty(created)
+            if optional and os.path.isdir(folder):
+                return FolderLock(folder, None, [])
+            raise InputError(f"{flag}={folder}: {why}") from None
+        try:
             fd = os.open(path(folder, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except FileNotFoundError:
+        except FileNotFoundError as e:
+            why = f"cannot take its lock {LOCK} ({e.strerror})"
             continue
         except OSError as e:
             _remove_empty(created)
@@ -387,7 +415,86 @@ def lock(folder, flag="--output_dir", optional=False):
             os.write(fd, json.dumps(_holder()).encode() + b"\n")
             return FolderLock(folder, fd, created)
         os.close(fd)
-    raise InputError(f"{flag}={folder}: cannot take its lock {LOCK}")
+        why = f"cannot take its lock {LOCK} (it was removed each time it was taken)"
+    _remove_empty(created)
+    raise InputError(f"{flag}={folder}: {why}")
+
+
+class RemoteFolderLock:
+    """A folder on an object store marked as used by this process (see `_lock_remote`)."""
+
+    def __init__(self, folder, created):
+        self.folder, self._created, self._held = folder, created, True
+
+    def release(self):
+        if not self._held:
+            return
+        self._held = False
+        lock_file = path(self.folder, LOCK)
+        try:
+            if _read_remote_holder(lock_file).get("pid") == os.getpid():
+                storage.remove(lock_file)
+            if self._created and not storage.listdir(self.folder):
+                storage.rmtree(self.folder)  # made for a run that was refused: nothing in it
+        except Exception as e:
+            if not storage.is_io_error(e):
+                raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _lock_remote(folder, flag, optional):
+    """An object store (gs://) has no flock, and a lock file whose writer was killed would
+    stay for ever: there the lock is advisory. .kerasbert.lock names the process using the
+    folder; a second run refuses only when that process is alive on this same machine. Two
+    runs on two machines are not stopped: give each its own --output_dir."""
+    storage.check_scheme(folder, flag)
+    created = not storage.exists(folder)
+    try:
+        storage.makedirs(folder)
+        holder = _read_remote_holder(path(folder, LOCK))
+        if _alive_here(holder):
+            raise InputError(f"{flag}={folder}: in use by process {holder['pid']} "
+                             f"({holder.get('command', '')}); wait for it to end, or stop it")
+        atomic_write_json(path(folder, LOCK), _holder())
+    except InputError:
+        raise
+    except Exception as e:
+        if not storage.is_io_error(e):
+            raise
+        if optional and storage.isdir(folder):
+            return RemoteFolderLock(folder, False)
+        raise InputError(f"{flag}={folder}: cannot write there ({storage.reason(e)})") from None
+    return RemoteFolderLock(folder, created)
+
+
+def _read_remote_holder(lock_file):
+    if not storage.exists(lock_file):
+        return {}
+    try:
+        with storage.open_file(lock_file) as f:
+            holder = json.loads(f.read())
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _alive_here(holder):
+    """The holder is another process, running on this machine."""
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid() or holder.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _holder():

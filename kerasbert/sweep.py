@@ -20,10 +20,9 @@ refuses a run folder that was trained with other settings.
 import contextlib
 import dataclasses
 import os
-import shutil
 import statistics
 
-from kerasbert import distribute, plugins, report, restarts, run_folder
+from kerasbert import distribute, plugins, report, restarts, run_folder, storage
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.export import saved_model
@@ -34,7 +33,8 @@ RUNS = run_folder.SWEEP_RUNS
 # What a pruned (not best) run keeps: small files that say what it did.
 KEEP = set(run_folder.SUMMARY_FILES) | {run_folder.TENSORBOARD_DIR}
 # Settings that may change between a stopped sweep and its resumption.
-RESUMABLE_CHANGES = {"output_dir", "overwrite_output_dir", "export_dir", "deterministic"}
+RESUMABLE_CHANGES = {"output_dir", "overwrite_output_dir", "export_dir", "deterministic",
+                     "keep_checkpoints"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,15 +139,15 @@ def check_same_settings(run):
 def prune(run_dir, metric):
     """Drops a run's large files (weights, checkpoints, encoder, predictions); keeps KEEP."""
     removed = []
-    for name in sorted(os.listdir(run_dir)):
+    for name in sorted(storage.listdir(run_dir)):
         if name in KEEP or name.startswith("."):
             continue
         path = os.path.join(run_dir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
+        if storage.isdir(path):
+            storage.rmtree(path)
             removed.append(name + "/")
         else:
-            os.remove(path)
+            storage.remove(path)
             removed.append(name)
     if removed:
         run_folder.write_pruned(run_dir, set(run_folder.read_pruned(run_dir)) | set(removed))
@@ -159,13 +159,15 @@ def prepare_sweep_dir(base):
     """With --overwrite_output_dir the previous sweep's runs and summaries are removed;
     otherwise the folder is reused (that is how a stopped sweep resumes)."""
     root = base.output_dir
-    if base.overwrite_output_dir and os.path.isdir(root):
+    if base.overwrite_output_dir and storage.isdir(root):
         run_folder.clear(root, (RUNS, run_folder.SWEEP_JSON, run_folder.SWEEP_CSV,
                                 run_folder.SWEEP_PNG, run_folder.REPORT))
     try:
-        os.makedirs(os.path.join(root, RUNS), exist_ok=True)
-    except OSError as e:
-        raise InputError(f"--output_dir={root}: cannot write there ({e.strerror})") from None
+        storage.makedirs(os.path.join(root, RUNS))
+    except Exception as e:
+        if not storage.is_io_error(e):
+            raise
+        raise InputError(f"--output_dir={root}: cannot write there ({storage.reason(e)})") from None
 
 
 # --- The sweep ---------------------------------------------------------------------------
@@ -254,7 +256,7 @@ def _run_plan(base, plan, task, export_dir, registry, execute, log, baseline=Non
                           registry=registry)
         log(f"kerasbert: SavedModel of the best run in {path}")
     report_path = run_folder.path(base.output_dir, run_folder.REPORT)
-    with open(report_path, encoding="utf-8") as f:
+    with storage.open_file(report_path) as f:
         log(f.read().split("\n## All runs")[0].rstrip())  # the headline and the table
     log(f"kerasbert: sweep summary in {report_path}")
     return summary

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 import kerasbert
-from kerasbert import io_utils, plugins, run_folder
+from kerasbert import io_utils, plugins, run_folder, storage
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
 from kerasbert.data.tokenization import WordPieceTokenizer
@@ -169,12 +169,12 @@ def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch)
     opened = []
 
     def full_disk_open(path, mode="r", *args, **kwargs):
-        if "w" not in mode:  # reading the task's data still works
-            return open(path, mode, *args, **kwargs)
+        if "w" not in mode or path.endswith(".write_test"):  # reading works, and the probe
+            return open(path, mode, *args, **kwargs)       # of an empty folder (0 bytes)
         opened.append(path)
         return _FullDisk()
 
-    monkeypatch.setattr(io_utils, "open", full_disk_open, raising=False)
+    monkeypatch.setattr(storage, "open", full_disk_open, raising=False)  # every write
     with pytest.raises(InputError) as info:
         io_utils.atomic_write_json(str(target), {"accuracy": 1.0})
     monkeypatch.undo()
@@ -182,7 +182,7 @@ def test_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch)
     assert opened and os.listdir(target.parent) == []  # no partial or temporary file
 
     # A whole run: the first write (run_config.json) fails cleanly, nothing else is written.
-    monkeypatch.setattr(io_utils, "open", full_disk_open, raising=False)
+    monkeypatch.setattr(storage, "open", full_disk_open, raising=False)  # every write
     out = tmp_path / "run"
     with pytest.raises(InputError, match=r"run_config\.json: cannot write: No space left"):
         run_lib.execute(RunConfig(task="sst2", output_dir=str(out), init_checkpoint="random",

@@ -61,9 +61,52 @@ def test_a_lock_file_left_by_a_dead_process_does_not_block(tmp_path):
 def test_a_folder_that_cannot_be_made_is_one_line(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    with pytest.raises(InputError, match=rf"^--output_dir={blocker}/run: cannot write there "
+    with pytest.raises(InputError, match=rf"^--output_dir={blocker}/run: cannot create it "
                                          r"\(Not a directory\)$"):
         run_folder.lock(str(blocker / "run"))
+
+
+def test_a_folder_the_system_refuses_says_why_at_once():
+    # mkdir under /proc fails with ENOENT however often it is tried: the reason is shown,
+    # not a bare "cannot take its lock" after 100 tries.
+    with pytest.raises(InputError, match=r"^--output_dir=/proc/kerasbert/run: cannot create it "
+                                         r"\(No such file or directory\)$"):
+        run_folder.lock("/proc/kerasbert/run")
+    assert not os.path.exists("/proc/kerasbert")
+
+
+def test_a_scheme_tensorflow_lacks_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where os.makedirs would have made ./foo:/x
+    with pytest.raises(InputError, match=r"^--output_dir=foo://x: TensorFlow has no filesystem "
+                                         r"for foo://"):
+        run_folder.lock("foo://x")
+    assert os.listdir(tmp_path) == []
+
+
+def test_on_an_object_store_the_lock_names_the_process_and_refuses_a_live_one():
+    import socket
+
+    import tensorflow as tf
+
+    folder = "ram://lock-test/run"
+    with run_folder.lock(folder):
+        holder = json.loads(tf.io.gfile.GFile(f"{folder}/{run_folder.LOCK}").read())
+        assert holder["pid"] == os.getpid()
+    assert not tf.io.gfile.exists(folder)  # made for the lock only: removed again
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        tf.io.gfile.makedirs(folder)
+        with tf.io.gfile.GFile(f"{folder}/{run_folder.LOCK}", "w") as f:
+            f.write(json.dumps({"pid": other.pid, "host": socket.gethostname(),
+                                "command": "sleeper"}))
+        with pytest.raises(InputError, match=rf"in use by process {other.pid} \(sleeper\)"):
+            run_folder.lock(folder)
+    finally:
+        other.kill()
+        other.wait()
+    with run_folder.lock(folder):  # its holder is dead: taken over
+        assert json.loads(tf.io.gfile.GFile(f"{folder}/{run_folder.LOCK}").read())["pid"] == (
+            os.getpid())
 
 
 def test_the_lock_does_not_make_a_fresh_folder_foreign_and_survives_starting_over(tmp_path):

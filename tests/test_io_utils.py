@@ -7,6 +7,7 @@ import stat
 import pytest
 
 from kerasbert import io_utils
+from kerasbert.errors import InputError
 
 
 def _mode(path):
@@ -73,3 +74,41 @@ def test_a_stem_keeps_the_targets_name_out_of_the_temporary(tmp_path):
         with open(tmp, "wb") as f:
             f.write(b"events")
     assert target.read_bytes() == b"events" and os.listdir(tmp_path) == [target.name]
+
+
+# --- The same writers on a filesystem with a scheme (ram://, standing in for gs://) --------
+
+def test_whole_file_and_folder_writes_work_on_a_tensorflow_filesystem():
+    import tensorflow as tf
+
+    from kerasbert import storage
+
+    folder = "ram://io-utils-test/run"
+    io_utils.atomic_write_json(f"{folder}/metrics.json", {"accuracy": 0.5})
+    io_utils.atomic_write_json(f"{folder}/metrics.json", {"accuracy": 0.75})  # replaced
+    assert io_utils.read_json_object(f"{folder}/metrics.json") == {"accuracy": 0.75}
+    assert tf.io.gfile.listdir(folder) == ["metrics.json"]  # no temporary file left
+    with io_utils.replaced_whole_folder(f"{folder}/encoder") as tmp:
+        with storage.open_file(f"{tmp}/config.json", "w") as f:
+            f.write("{}")
+    with io_utils.replaced_whole_folder(f"{folder}/encoder") as tmp:  # the old one goes
+        with storage.open_file(f"{tmp}/vocab.txt", "w") as f:
+            f.write("[PAD]\n")
+    assert storage.listdir(f"{folder}/encoder") == ["vocab.txt"]
+    assert list(io_utils.iter_utf8_lines(f"{folder}/encoder/vocab.txt")) == ["[PAD]\n"]
+    with pytest.raises(InputError, match=r"^ram://io-utils-test/run/nothing\.json: no such file"):
+        io_utils.read_utf8_text(f"{folder}/nothing.json")
+    storage.move_folder(f"{folder}/encoder", f"{folder}/moved")
+    assert sorted(storage.listdir(folder)) == ["metrics.json", "moved"]
+    storage.rmtree(folder)
+    assert not storage.exists(folder)
+
+
+def test_paths_with_a_scheme_are_never_made_local():
+    from kerasbert import storage
+
+    assert storage.absolute("gs://bucket/runs/x") == "gs://bucket/runs/x"
+    assert storage.absolute("file:///tmp/x") == "/tmp/x"
+    assert storage.scheme("gs://b/x") == "gs" and storage.is_local("runs/x")
+    with pytest.raises(InputError, match=r"^--export_dir=foo://x: TensorFlow has no filesystem"):
+        io_utils.check_can_create("foo://x", "--export_dir")

@@ -250,7 +250,8 @@ def test_tiny_sweep_trains_every_restart_with_its_own_seed(tmp_path):
     expected = sweep.select_best([{"name": n, "metrics": metrics[n]} for n in names], "accuracy")
     assert summary["best"] == expected
     assert (runs / expected / "model.weights.h5").exists()
-    assert (runs / expected / "encoder").is_dir() and (runs / expected / "checkpoints").is_dir()
+    assert (runs / expected / "encoder").is_dir()
+    assert not (runs / expected / "checkpoints").exists()  # a finished run keeps no resume state
     assert sum((runs / n / "model.weights.h5").exists() for n in names) == 1
     # Different seeds give different training (data order, head initialisation).
     losses = [(runs / n / "history.csv").read_text().splitlines()[1].split(",")[3] for n in names]

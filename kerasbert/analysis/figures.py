@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt
 
+from kerasbert import storage
 from kerasbert.io_utils import replaced_whole
 
 
@@ -14,6 +15,7 @@ def save_figure(fig, path, dpi):
     fig.tight_layout()
     try:
         with replaced_whole(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=dpi)
+            with storage.open_file(tmp, "wb") as f:  # a file object: gs:// paths too
+                fig.savefig(f, dpi=dpi, format="png")
     finally:
         plt.close(fig)

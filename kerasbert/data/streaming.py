@@ -34,11 +34,11 @@ predictions are written per example).
 """
 
 import itertools
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from kerasbert import storage
 from kerasbert.data import pipeline
 from kerasbert.errors import InputError, at
 
@@ -76,7 +76,7 @@ def should_stream(config, task):
         return True
     if why_not:
         return False
-    return os.path.getsize(train_file(config, task)) >= AUTO_MIN_BYTES
+    return storage.getsize(train_file(config, task)) >= AUTO_MIN_BYTES
 
 
 class StreamedExamples:
@@ -157,8 +157,7 @@ class StreamedFeatures:
 
 
 def _stamp(path):
-    info = os.stat(path)
-    return info.st_size, info.st_mtime_ns
+    return storage.stamp(path)
 
 
 def stream_train_split(config, task, tokenizer):

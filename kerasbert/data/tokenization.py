@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kerasbert import storage
 from kerasbert.errors import InputError, at
 
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
@@ -50,7 +51,7 @@ def read_vocab(vocab_file):
     """Reads a BERT vocab file (one token per line, id = line number) into a list of tokens."""
     where = at(vocab_file)
     try:
-        with open(vocab_file, encoding="utf-8") as f:
+        with storage.open_file(vocab_file) as f:  # a run's encoder/ may be on gs://
             tokens = [line.strip() for line in f]  # .strip() like BERT's load_vocab
     except FileNotFoundError:
         raise InputError(f"{where}vocab file not found") from None

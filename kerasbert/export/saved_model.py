@@ -52,12 +52,11 @@ import json
 import os
 import re
 import secrets
-import shutil
 import sys
 
 import tensorflow as tf
 
-from kerasbert import plugins, run_folder
+from kerasbert import plugins, run_folder, storage
 from kerasbert.config import configure_task
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_json, check_can_create
@@ -99,11 +98,11 @@ class LoadedRun:
 
 def load_run(run_dir, registry=None):
     """Rebuilds the task model of a finished run and loads its trained weights."""
-    if not os.path.isdir(run_dir):
+    if not storage.isdir(run_dir):
         raise InputError(f"{at(run_dir)}--run_dir: no such folder")
     config = run_folder.read_run_config(run_dir)
     weights = run_folder.path(run_dir, run_folder.MODEL_WEIGHTS)
-    if not os.path.isfile(weights):
+    if not storage.isfile(weights):
         raise InputError(f"{at(weights)}missing: the run did not finish training "
                          "(--do_train writes it at the end)")
     registry = registry or plugins.registry()
@@ -201,10 +200,10 @@ def _write_metadata(run, path):
 def export_identity(run_dir):
     """Which run and which trained weights an export was made from (in its metadata)."""
     digest = hashlib.sha256()
-    with open(run_folder.path(run_dir, run_folder.MODEL_WEIGHTS), "rb") as f:
+    with storage.open_file(run_folder.path(run_dir, run_folder.MODEL_WEIGHTS), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
-    return {"run_dir": os.path.abspath(run_dir), "weights_sha256": digest.hexdigest()}
+    return {"run_dir": storage.absolute(run_dir), "weights_sha256": digest.hexdigest()}
 
 
 def find_export(run_dir, export_dir):
@@ -214,11 +213,15 @@ def find_export(run_dir, export_dir):
     for version in reversed(existing_versions(export_dir)):
         metadata = os.path.join(export_dir, str(version), METADATA)
         try:
-            with open(metadata, encoding="utf-8") as f:
+            with storage.open_file(metadata) as f:
                 recorded = json.load(f)
-        except (OSError, ValueError):
+        except ValueError:
             continue
-        if recorded.get("run_dir") != os.path.abspath(run_dir):
+        except Exception as e:
+            if not storage.is_io_error(e):
+                raise
+            continue
+        if recorded.get("run_dir") != storage.absolute(run_dir):
             continue
         identity = identity or export_identity(run_dir)
         if recorded.get("weights_sha256") == identity["weights_sha256"]:
@@ -227,10 +230,10 @@ def find_export(run_dir, export_dir):
 
 
 def existing_versions(export_dir):
-    if not os.path.isdir(export_dir):
+    if not storage.isdir(export_dir):
         return []
-    return sorted(int(name) for name in os.listdir(export_dir)
-                  if re.fullmatch(r"\d+", name) and os.path.isdir(os.path.join(export_dir, name)))
+    return sorted(int(name) for name in storage.listdir(export_dir)
+                  if re.fullmatch(r"\d+", name) and storage.isdir(os.path.join(export_dir, name)))
 
 
 def next_version(export_dir):
@@ -258,29 +261,36 @@ def export_run(run_dir, export_dir, version=None, registry=None):
         raise InputError(f"--version={version}: must be a positive integer")
     version = next_version(export_dir) if version is None else version
     target = os.path.join(export_dir, str(version))
-    if os.path.exists(target):
+    if storage.exists(target):
         raise InputError(f"{at(target)}version {version} already exists; versions are "
                          "immutable once TF Serving may have loaded them: pick another")
     check_export_dir(export_dir)
     run = load_run(run_dir, registry)  # every input problem surfaces before export_dir is touched
     try:
-        os.makedirs(export_dir, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"--export_dir={export_dir}: cannot create it ({e.strerror})") from None
+        storage.makedirs(export_dir)
+    except Exception as e:
+        if not storage.is_io_error(e):
+            raise
+        raise InputError(f"--export_dir={export_dir}: cannot create it "
+                         f"({storage.reason(e)})") from None
     # os.mkdir (not mkdtemp, whose 0700 would hide the model from a server running as
     # another user): the folder gets the usual umask permissions.
     tmp = os.path.join(export_dir, f"{TEMP_PREFIX}{version}-{secrets.token_hex(4)}")
-    os.mkdir(tmp)
+    storage.makedirs(tmp)
     try:
         write_saved_model(run, tmp)
         _write_metadata(run, tmp)
-        try:
-            os.rename(tmp, target)  # fails if another export took this version meanwhile
-        except OSError as e:
+        try:  # locally rename(2), which fails if another export took this version meanwhile;
+            # on an object store a copy of every file (TF Serving may see it half copied)
+            storage.move_folder(tmp, target)
+        except Exception as e:
+            if not storage.is_io_error(e):
+                raise
             raise InputError(f"{at(target)}cannot move the export into place "
-                             f"({e.strerror}); was the version taken meanwhile?") from None
+                             f"({storage.reason(e)}); was the version taken meanwhile?") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if storage.exists(tmp):
+            storage.rmtree(tmp)
         raise
     return target
 

@@ -9,7 +9,10 @@ Three kinds of folder are understood:
   written by `save_to_preset`), with its vocabulary under `assets/tokenizer/`.
 * an earlier kerasbert run (`<run>/encoder/` or that `encoder/` folder),
   written by `save_encoder` (also by `kerasbert.pretrain`); a causal (LTR)
-  encoder's config says `"causal": true` and it reloads causal.
+  encoder's config says `"causal": true` and it reloads causal. A fine-tuning
+  run's `encoder/` holds no weights of its own: they are the `backbone/` part
+  of the run's `model.weights.h5` (`"weights_in_run_file"` in its config), so
+  the encoder is stored once. A run folder may be on gs:// (tf.io.gfile).
 
 Every problem a user can fix surfaces as `InputError` naming the file.
 """
@@ -20,12 +23,13 @@ import json
 import logging
 import os
 import re
-import shutil
 
+import keras
 import keras_hub
 import numpy as np
 from safetensors.numpy import load_file
 
+from kerasbert import storage
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import read_json_object, replaced_whole_folder
 from kerasbert.model.backbone import BertEncoder, hidden_activation, random_backbone
@@ -35,6 +39,9 @@ log = logging.getLogger(__name__)
 
 ENCODER_CONFIG = "encoder_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
+# In encoder_config.json: the run folder's file (model.weights.h5) that holds the encoder's
+# weights under `backbone/`, where encoder/ does not store them itself.
+WEIGHTS_IN_RUN_FILE = "weights_in_run_file"
 VOCAB = "vocab.txt"
 PRESET_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
 # Learned from the bundled samples by tools/samples/make_sample_vocab.py (1,371 word pieces): the
@@ -94,13 +101,13 @@ def load_encoder(path, dropout=None):
         raise InputError("--init_checkpoint: empty path")
     if is_remote_preset(path):
         return _load_remote_preset(path, dropout)
-    path = os.path.expanduser(path)
-    if not os.path.exists(path):
+    path = os.path.expanduser(path) if storage.is_local(path) else path
+    if not storage.exists(path):
         raise InputError(f"--init_checkpoint={path}: no such folder" + offline_hint(path))
-    if not os.path.isdir(path):
+    if not storage.isdir(path):
         raise InputError(f"{at(path)}--init_checkpoint must be a folder, not a file")
     for folder in (os.path.join(path, ENCODER_DIR), path):
-        if os.path.isfile(os.path.join(folder, ENCODER_CONFIG)):
+        if storage.isfile(os.path.join(folder, ENCODER_CONFIG)):
             return _load_kerasbert_run(folder, dropout)
     config_file = os.path.join(path, "config.json")
     if os.path.isfile(config_file):
@@ -128,11 +135,17 @@ def random_encoder(model_size, vocab_file=None, do_lower_case=None, max_position
     return LoadedEncoder(backbone, vocab_file, bool(do_lower_case), "random")
 
 
-def save_encoder(backbone, vocab_file, do_lower_case, dir):  # noqa: A002 (public keyword)
+def save_encoder(backbone, vocab_file, do_lower_case, dir, weights_in_run_file=None):  # noqa: A002
     """Writes `<dir>/encoder/` so that `load_encoder(dir)` restores it.
 
     The folder is written under a temporary name beside the target and moved
     into place, so a crash never leaves a half-written encoder behind.
+    `weights_in_run_file`: the name of a file in `dir` (a task model's
+    `model.weights.h5`, written already) holding this encoder as `backbone`:
+    encoder/ then points at it instead of storing the weights twice, where the
+    encoder reads back whole from it (not so when the head shares the encoder's
+    layers under another name, as a feature-based head does: then they are
+    stored here too).
 
     Returns:
         The path of the `encoder/` folder.
@@ -140,13 +153,45 @@ def save_encoder(backbone, vocab_file, do_lower_case, dir):  # noqa: A002 (publi
     if not isinstance(backbone, BertEncoder):
         raise TypeError(f"save_encoder needs a BertEncoder, got {type(backbone).__name__}")
     target = os.path.join(dir, ENCODER_DIR)
+    if weights_in_run_file and not _reads_back_from(backbone.get_config(),
+                                                    os.path.join(dir, weights_in_run_file)):
+        weights_in_run_file = None
     with replaced_whole_folder(target) as tmp:
         config = dict(backbone.get_config(), do_lower_case=bool(do_lower_case))
-        with open(os.path.join(tmp, ENCODER_CONFIG), "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
-        backbone.save_weights(os.path.join(tmp, ENCODER_WEIGHTS))
-        shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB))
+        if weights_in_run_file:
+            config[WEIGHTS_IN_RUN_FILE] = weights_in_run_file
+        with storage.open_file(os.path.join(tmp, ENCODER_CONFIG), "w") as f:
+            f.write(json.dumps(config, indent=2))
+        if not weights_in_run_file:
+            backbone.save_weights(os.path.join(tmp, ENCODER_WEIGHTS))
+        storage.copy(vocab_file, os.path.join(tmp, VOCAB))
     return target
+
+
+class _TaskModelWeights(keras.Model):
+    """Stands for a task model when loading its weights file: holds only the encoder, as
+    the attribute `backbone` (TaskModel's), so Keras reads the file's `backbone/` part
+    and passes over the head's."""
+
+    def __init__(self, backbone):
+        super().__init__()
+        self.backbone = backbone
+        self.built = True
+
+
+def _load_from_task_model(backbone, weights_file):
+    _TaskModelWeights(backbone).load_weights(weights_file)
+
+
+def _reads_back_from(config, weights_file):
+    """Whether a fresh encoder of `config` loads every weight from a task model's file
+    (Keras saves a layer once, under the first name it meets it by: a head that holds the
+    encoder's layers too may have taken them)."""
+    try:
+        _load_from_task_model(BertEncoder.from_config(config), weights_file)
+    except Exception:  # Keras: "A total of N objects could not be loaded", h5py errors
+        return False
+    return True
 
 
 # --- kerasbert runs ---------------------------------------------------------
@@ -156,6 +201,7 @@ def _load_kerasbert_run(folder, dropout):
     config_file = os.path.join(folder, ENCODER_CONFIG)
     config = read_json_object(config_file)
     do_lower_case = config.pop("do_lower_case", None)
+    in_run = config.pop(WEIGHTS_IN_RUN_FILE, None)
     if not isinstance(do_lower_case, bool):
         raise InputError(f"{at(config_file)}missing or non-boolean 'do_lower_case'")
     if dropout is not None:
@@ -167,9 +213,19 @@ def _load_kerasbert_run(folder, dropout):
     except (TypeError, ValueError, KeyError) as e:
         raise InputError(f"{at(config_file)}not a valid encoder config: {e}") from None
     weights_file = os.path.join(folder, ENCODER_WEIGHTS)
+    in_run_file = not storage.isfile(weights_file) and isinstance(in_run, str)
+    if in_run_file:  # the encoder stored once, inside the run's model.weights.h5
+        weights_file = os.path.join(os.path.dirname(folder.rstrip("/")), in_run)
+        if not storage.isfile(weights_file):
+            raise InputError(f"{at(weights_file)}missing: a fine-tuning run's {ENCODER_DIR}/ "
+                             f"keeps its weights in the run folder's {in_run}; pass the "
+                             "whole run folder (or export a keras-hub preset of it)")
     _require_file(weights_file)
     try:
-        backbone.load_weights(weights_file)
+        if in_run_file:
+            _load_from_task_model(backbone, weights_file)
+        else:
+            backbone.load_weights(weights_file)
     except Exception as e:  # h5py/keras raise many types for a bad file.
         raise InputError(f"{at(weights_file)}cannot load encoder weights: {e}") from None
     vocab_file = os.path.join(folder, VOCAB)
@@ -466,7 +522,7 @@ def _assign_hf_weights(backbone, tensors, weights_file):
 
 
 def _require_file(path):
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise InputError(f"{at(path)}missing file")
 
 

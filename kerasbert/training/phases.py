@@ -16,7 +16,7 @@ import time
 
 import tensorflow as tf
 
-from kerasbert import faults, run_folder
+from kerasbert import faults, run_folder, storage
 from kerasbert.data import pipeline
 from kerasbert.errors import TrainingError
 from kerasbert.io_utils import atomic_write_json, read_json_object
@@ -116,7 +116,7 @@ class PhaseRunner:
             history = self._history_until(position)
             run_folder.write_run_history(self.config.output_dir, history)
             run_state.trim_event_files(self.tensorboard_dir, self._global_step(position.phase))
-            if os.path.exists(self.phase_metrics_path):
+            if storage.exists(self.phase_metrics_path):
                 per_phase = read_json_object(self.phase_metrics_path)
         self.writer = tf.summary.create_file_writer(self.tensorboard_dir)
         metrics = per_phase.get(self.phases[-1].name, {}) if per_phase else {}
@@ -261,7 +261,7 @@ class PhaseRunner:
                 self.log(f"kerasbert: {phase.name}: no {main_metric} gain for {phase.patience} "
                          f"epochs; restoring the best head (dev {main_metric}={best:.4f})")
                 break
-        if phase.patience is not None and os.path.exists(self.best_head_path):
+        if phase.patience is not None and storage.exists(self.best_head_path):
             run_state.load_layer_weights(self.model.head, self.best_head_path)
             metrics = self.dev_metrics(trainer) if config.do_eval else metrics
         elif not metrics and config.do_eval:  # resumed after the last epoch's checkpoint

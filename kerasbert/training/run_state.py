@@ -2,6 +2,7 @@
 
 import dataclasses
 import glob
+import io
 import math
 import os
 import re
@@ -10,7 +11,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from kerasbert import faults
+from kerasbert import faults, storage
 from kerasbert.errors import InputError, TrainingError, at
 from kerasbert.io_utils import replaced_whole
 from kerasbert.run_folder import CHECKPOINT_DIR
@@ -87,7 +88,7 @@ class RunState:
         """Checkpoint prefixes on disk, newest first (found from the files themselves, so a
         lost or stale `checkpoint` index file does not hide any)."""
         numbered = []
-        for index in glob.glob(os.path.join(self.directory, "ckpt-*.index")):
+        for index in storage.glob(os.path.join(self.directory, "ckpt-*.index")):
             match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(index))
             if match:
                 numbered.append((int(match.group(1)), index[: -len(".index")]))
@@ -162,7 +163,7 @@ def trim_event_files(directory, last_step):
     old files are removed; a repeated (step, tags) is kept once, so a kill in between
     leaves nothing doubled after the next resume either.
     """
-    paths = sorted(glob.glob(os.path.join(directory, "*tfevents*")))
+    paths = sorted(storage.glob(os.path.join(directory, "*tfevents*")))
     if not paths:
         return
     kept, seen = [], set()
@@ -182,24 +183,28 @@ def trim_event_files(directory, last_step):
             for record in kept:
                 writer.write(record)
     for path in paths:
-        os.remove(path)
+        storage.remove(path)
 
 
 def save_weights_atomically(model, path):
     try:
         with replaced_whole(path, suffix=".weights.h5") as tmp:
-            model.save_weights(tmp, overwrite=True)
-    except OSError as e:
-        raise InputError(f"{at(path)}cannot write: {e.strerror or e}") from None
+            model.save_weights(tmp, overwrite=True)  # Keras writes gs:// etc. via tf.io.gfile
+    except Exception as e:
+        if not storage.is_io_error(e):
+            raise
+        raise InputError(f"{at(path)}cannot write: {storage.reason(e)}") from None
 
 
 def save_layer_weights(layer, path):
     """A layer's weights (in `layer.weights` order) as an .npz, written whole or not at all."""
-    with replaced_whole(path, suffix=".npz") as tmp:
-        np.savez(tmp, *[w.numpy() for w in layer.weights])
+    with replaced_whole(path, suffix=".npz") as tmp, storage.open_file(tmp, "wb") as f:
+        np.savez(f, *[w.numpy() for w in layer.weights])
 
 
 def load_layer_weights(layer, path):
-    with np.load(path) as saved:
+    with storage.open_file(path, "rb") as f:
+        data = io.BytesIO(f.read())  # np.load needs a seekable file; gfile's is not always
+    with np.load(data) as saved:
         for i, weight in enumerate(layer.weights):
             weight.assign(saved[f"arr_{i}"])

@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from kerasbert import storage
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import atomic_write_json, read_json_object, replaced_whole
 from kerasbert.run_folder import TRAJECTORY_DIR
@@ -44,8 +45,8 @@ def assign(model, arrays):
 
 
 def _write_npz(path, arrays):
-    with replaced_whole(path, suffix=".npz") as tmp:
-        np.savez(tmp, *arrays)
+    with replaced_whole(path, suffix=".npz") as tmp, storage.open_file(tmp, "wb") as f:
+        np.savez(f, *arrays)
 
 
 class TrajectoryRecorder:
@@ -56,11 +57,11 @@ class TrajectoryRecorder:
             raise ValueError("every must be positive")
         self.model, self.every = model, every
         self.directory = os.path.join(output_dir, TRAJECTORY_DIR)
-        os.makedirs(self.directory, exist_ok=True)
+        storage.makedirs(self.directory)
         names = weight_names(model)
         shapes = [list(w.shape) for w in model_weights(model)]
         path = os.path.join(self.directory, MANIFEST)
-        self.manifest = read_json_object(path) if os.path.exists(path) else {}
+        self.manifest = read_json_object(path) if storage.exists(path) else {}
         if self.manifest.get("shapes") != shapes:  # a fresh run (or another model): start over
             self.manifest = {"names": names, "shapes": shapes, "every": every,
                              "checkpoints": [], "final_step": None}
