@@ -29,6 +29,7 @@ from absl import flags
 from kerasbert import flags as kb_flags
 from kerasbert import main as kb_main  # defines the command line's flags it has of its own
 from kerasbert import run_folder
+from kerasbert import command
 from kerasbert.config import RunConfig
 from kerasbert.heads import builtin as builtin_heads
 
@@ -98,7 +99,9 @@ def cli_only_flags():
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     by_module = flags.FLAGS.flags_by_module_dict()
     defined = [f for module in CLI_FLAG_MODULES for f in by_module.get(module, [])]
-    return [f for f in defined if f.name not in fields]
+    own = flags.FlagValues()  # --config: defined when a command runs, not at import
+    command.define_config_flag(own)
+    return [f for f in defined if f.name not in fields] + [own["config"]]
 
 
 def head_flags():
