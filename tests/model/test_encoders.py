@@ -272,8 +272,8 @@ def test_sample_vocab_is_what_the_tool_learns_from_the_samples(tmp_path):
     """kerasbert/data/sample_vocab.txt is generated, not hand-made: the tool rebuilds it
     byte for byte, and it tokenizes the bundled samples with few unknown pieces."""
     out = tmp_path / "vocab.txt"
-    subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_sample_vocab.py"),
-                    f"--out={out}"], check=True, capture_output=True, cwd=REPO)
+    subprocess.run([sys.executable, "-m", "tools.samples.make_sample_vocab", f"--out={out}"],
+                   check=True, capture_output=True, cwd=REPO)
     assert out.read_bytes() == open(encoders.SAMPLE_VOCAB, "rb").read()
     vocab = read_vocab(str(out))
     assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) > 1000

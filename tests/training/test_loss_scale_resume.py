@@ -30,7 +30,8 @@ def high_start(monkeypatch):
 
 
 def _config(out):
-    return RunConfig(**RUN, output_dir=str(out))
+    # keep_checkpoints: the test reads the finished run's last checkpoint for its scale
+    return RunConfig(**RUN, output_dir=str(out), keep_checkpoints=True)
 
 
 def _saved_scale(out):
