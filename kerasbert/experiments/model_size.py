@@ -28,8 +28,7 @@ import dataclasses
 import io
 import os
 
-from kerasbert import plugins, restarts, run_folder
-from kerasbert.config import RunConfig
+from kerasbert import restarts, run_folder
 from kerasbert.errors import InputError
 from kerasbert.experiments import runner
 from kerasbert.io_utils import atomic_write_text
@@ -101,14 +100,10 @@ def plan_seeds(plan, task, seeds):
 
 
 def main(argv):
-    from kerasbert.main import FLAGS, head_options
+    from kerasbert.main import FLAGS
 
     runner.no_arguments(argv)
-    registry = plugins.registry()
-    task = registry.task(FLAGS.task)
-    head = FLAGS.head or task.default_head
-    base = RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
-    seeds = runner.parse_seeds(FLAGS.seeds, base.seed)
+    task, base, seeds = runner.from_flags(FLAGS)
     if FLAGS.checkpoint_learning_rate is not None and FLAGS.checkpoint_learning_rate <= 0:
         raise InputError("--checkpoint_learning_rate: must be positive")
     rows = plan_seeds(plan_grid(base, FLAGS.sizes, FLAGS.checkpoint_learning_rate), task,

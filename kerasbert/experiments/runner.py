@@ -26,6 +26,21 @@ from kerasbert import metrics, restarts
 from kerasbert.errors import InputError
 
 
+def from_flags(flag_values):
+    """(task, base RunConfig, seeds) from kerasbert.main's flags: the task, the chosen head's
+    own flags (not those of another head whose name begins the same: tagger's are not
+    tagger_crf's) and --seeds (default: --seed)."""
+    from kerasbert import plugins
+    from kerasbert.config import RunConfig
+    from kerasbert.flags import head_options
+
+    registry = plugins.registry()
+    task = registry.task(flag_values.task)
+    head = flag_values.head or task.default_head
+    base = RunConfig.from_flags(flag_values, head_options(flag_values, head, registry.heads))
+    return task, base, parse_seeds(flag_values.seeds, base.seed)
+
+
 def parse_seeds(values, default_seed):
     """--seeds as distinct ints ([default_seed] when not given)."""
     return restarts.parse_seeds(values, default_seed)

@@ -35,8 +35,7 @@ module loads no TensorFlow.
 
 import os
 
-from kerasbert import plugins, restarts, run_folder
-from kerasbert.config import RunConfig
+from kerasbert import restarts, run_folder
 from kerasbert.errors import InputError
 from kerasbert.experiments import runner
 
@@ -238,14 +237,11 @@ def curve_metric(task, history_row):
 
 
 def main(argv):
-    from kerasbert.main import FLAGS, head_options
+    from kerasbert.main import FLAGS
 
     runner.no_arguments(argv)
-    registry = plugins.registry()
-    task = registry.task(FLAGS.task)
-    head = FLAGS.head or task.default_head
-    base = RunConfig.from_flags(FLAGS, head_options(FLAGS, head))
-    seeds = runner.parse_seeds(FLAGS.seeds, base.seed)
+    task, base, seeds = runner.from_flags(FLAGS)
+    head = base.head or task.default_head
     rows = plan(base, task, seeds, chosen_strategies(FLAGS.strategies),
                 FLAGS.peft_learning_rate)
     runner.run_rows(rows, "compare_strategies", FLAGS.baseline)
