@@ -257,12 +257,10 @@ def check_output(output):
     check_can_create(output, "--output")
 
 
-def export_checkpoint(run_dir, output, fmt, stock_keras_hub=True, registry=None,
-                      exact_keras_hub=False):
+def export_checkpoint(run_dir, output, fmt, registry=None, exact_keras_hub=False):
     """Writes the finished run `run_dir` as `fmt` into `output`; returns the lines that say
-    what went where. keras_hub: keras-hub's own BertBackbone (`stock_keras_hub`, now always
-    so), or kerasbert's BertEncoder with `exact_keras_hub`. Every input problem is an
-    InputError before anything is written."""
+    what went where. keras_hub: keras-hub's own BertBackbone, or kerasbert's BertEncoder with
+    `exact_keras_hub`. Every input problem is an InputError before anything is written."""
     if fmt not in FORMATS:
         raise InputError(f"--format={fmt}: unknown format; choose one of {', '.join(FORMATS)}")
     check_output(output)
@@ -335,15 +333,17 @@ def main(argv=None):
                         flag_values=fv)
     flags.DEFINE_string("format", None, "keras_hub or huggingface.", flag_values=fv)
     flags.DEFINE_string("output", None, "The folder to write (new, or empty).", flag_values=fv)
-    flags.DEFINE_boolean("stock_keras_hub", False, "keras_hub: save plain BertBackbone (loads "
-                         "without kerasbert) even where it computes another GELU or epsilon "
-                         "than the run.", flag_values=fv)
+    flags.DEFINE_boolean("exact_keras_hub", False, "keras_hub: save kerasbert's BertEncoder, "
+                         "which computes the run's own GELU and epsilon but loads only after "
+                         "`import kerasbert.model.backbone` (default: keras-hub's own "
+                         "BertBackbone, loadable without kerasbert).", flag_values=fv)
     flags.mark_flags_as_required(["run_dir", "format", "output"], flag_values=fv)
 
     def export(args):
         if len(args) > 1:
             raise InputError(f"unexpected arguments: {' '.join(args[1:])}")
-        lines = export_checkpoint(fv.run_dir, fv.output, fv.format, fv.stock_keras_hub)
+        lines = export_checkpoint(fv.run_dir, fv.output, fv.format,
+                                  exact_keras_hub=fv.exact_keras_hub)
         print(f"kerasbert: exported {fv.run_dir} to {fv.output} as {lines[0]}", flush=True)
         for line in lines[1:]:
             print(f"kerasbert: {line}", flush=True)
