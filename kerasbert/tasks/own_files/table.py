@@ -70,17 +70,23 @@ def _delimited_rows(path, kind):
         raise InputError(f"{at(path, reader.line_num)}not valid {kind.upper()}: {e}") from None
 
 
-def _jsonl_rows(path):
-    """The first line's keys and row, then (line, object) of each further non-blank line."""
-    first = True
+def json_lines(path):
+    """(line number, parsed value) of each non-blank line of a JSON Lines file; a line that
+    is not JSON is the InputError naming it."""
     for number, line in enumerate(iter_utf8_lines(path, "JSON Lines"), start=1):
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            yield number, json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"{at(path, number)}not valid JSON ({e.msg}); a .jsonl file has "
                              "one JSON object per line") from None
+
+
+def _jsonl_rows(path):
+    """The first line's keys and row, then (line, object) of each further non-blank line."""
+    first = True
+    for number, value in json_lines(path):
         if not isinstance(value, dict):
             raise InputError(f"{at(path, number)}a {type(value).__name__}, not a JSON object "
                              "({\"column\": value, ...})")

@@ -4,16 +4,15 @@ or --label_column_index) or JSON Lines with `tokens` and `tags` arrays. Everythi
 reading (word-piece alignment, windows, seqeval's entity metrics, the served tags) is the
 CoNLL-2003 task's."""
 
-import json
 import os
 
 from kerasbert.errors import InputError, at
-from kerasbert.io_utils import iter_utf8_lines
 from kerasbert.tasks.base import bundled_sample
 from kerasbert.tasks.conll.reader import DOCUMENT_BREAK, SchemeCheck, Sentence, read_columns
 from kerasbert.tasks.conll.task import ConllTask
 from kerasbert.tasks.own_files.files import OwnFiles
 from kerasbert.tasks.own_files.labels import LabelTypes, as_name, label_names
+from kerasbert.tasks.own_files.table import json_lines
 
 JSON_EXTENSIONS = (".jsonl", ".json")
 
@@ -104,14 +103,7 @@ class TokenTask(OwnFiles, ConllTask):
 
 def _json_sentences(path, labelled):
     """(words, tags or None, line numbers, None) per line of a JSON Lines file."""
-    for number, line in enumerate(iter_utf8_lines(path, "JSON Lines"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{at(path, number)}not valid JSON ({e.msg}); a .jsonl file has "
-                             "one JSON object per line") from None
+    for number, row in json_lines(path):
         if not isinstance(row, dict) or "tokens" not in row:
             has = ", ".join(map(repr, row)) if isinstance(row, dict) else type(row).__name__
             raise InputError(f"{at(path, number)}expected a `tokens` array (and `tags`); the "
