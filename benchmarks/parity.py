@@ -66,9 +66,20 @@ COSTS = (("train_seconds", "training s"), ("eval_seconds", "evaluation s"),
 RECIPE = ("task", "data_dir", "init_checkpoint", "max_train_examples", "max_eval_examples",
           "max_seq_length", "learning_rate", "train_batch_size", "num_train_epochs",
           "warmup_proportion", "weight_decay", "eval_batch_size", "doc_stride",
-          "max_query_length", "tagging_loss")
+          "max_query_length", "tagging_loss", "vary_seed", "held_seed")
 # Recipe keys added after comparisons were recorded: a folder without one used this value.
-RECIPE_DEFAULTS = {"tagging_loss": "sentence_mean"}
+RECIPE_DEFAULTS = {"tagging_loss": "sentence_mean", "vary_seed": "all", "held_seed": None}
+# What a run's seed drives (--vary_seed); the other two stay at --held_seed. Dodge et al.
+# 2020 split the spread over seeds into these parts.
+SEED_PARTS = ("data_order", "head_init", "dropout")
+
+
+def seeds_of_run(args, seed):
+    """{part: seed} for the three random parts of one run: all `seed` (--vary_seed=all), or
+    `seed` for the varied part and --held_seed for the others."""
+    if args.vary_seed == "all":
+        return {part: seed for part in SEED_PARTS}
+    return {part: seed if part == args.vary_seed else args.held_seed for part in SEED_PARTS}
 
 
 class ParityError(InputError):
@@ -295,8 +306,11 @@ def _last_lines(path, count=5):
 def run_kerasbert(args, seed, folder):
     run_dir = os.path.join(folder, "run")
     flags = {name: getattr(args, name) for name in RECIPE if getattr(args, name) is not None}
-    command = [sys.executable, "-m", "kerasbert.main", *(f"--{k}={v}" for k, v in flags.items()),
-               f"--seed={seed}", f"--output_dir={run_dir}", "--overwrite_output_dir"]
+    seeds = [f"--seed={seed}"] if args.vary_seed == "all" else [
+        f"--seed={args.held_seed}", f"--{args.vary_seed}_seed={seed}"]
+    command = [sys.executable, "-m", "kerasbert.main", *(f"--{k}={v}" for k, v in flags.items()
+                                                         if k not in ("vary_seed", "held_seed")),
+               *seeds, f"--output_dir={run_dir}", "--overwrite_output_dir"]
     log = os.path.join(folder, "log.txt")
     code, seconds, rss, others = measure(command, log, child_env())
     if code != 0:
@@ -318,7 +332,9 @@ def run_kerasbert(args, seed, folder):
 def run_huggingface(args, seed, folder, task, splits, files, features):
     spec = {"checkpoint": args.init_checkpoint, "kind": task.kind,
             "num_labels": len(task.label_list) if task.label_list else 1,
-            "outside_label": 0, "seed": seed, "train_file": files["train"],
+            "outside_label": 0, "seed": seed,
+            **{f"{part}_seed": value for part, value in seeds_of_run(args, seed).items()},
+            "train_file": files["train"],
             "eval_files": {s: files[s] for s in task.dev_splits},
             "output_file": os.path.join(folder, "output.json"),
             **{k: getattr(args, k) for k in ("max_seq_length", "learning_rate",
@@ -381,6 +397,12 @@ def parse_args(argv=None):
                    choices=("sentence_mean", "token_mean"),
                    help="conll2003: kerasbert's --tagging_loss (the reference always averages "
                    "over the batch's labelled words, token_mean)")
+    p.add_argument("--vary_seed", default="all", choices=("all",) + SEED_PARTS,
+                   help="what each run's seed drives on both sides: all (the default), or "
+                   "only the data order, the new head's initialisation or the dropout masks, "
+                   "the other two held at --held_seed (Dodge et al. 2020's split)")
+    p.add_argument("--held_seed", type=int, default=None,
+                   help="with --vary_seed other than all: the seed of the parts held fixed")
     add_torch_python_flag(p, "the HuggingFace side; without it that side is skipped")
     p.add_argument("--keep_run_files", action="store_true",
                    help="keep kerasbert's weights, checkpoints and TensorBoard files")
@@ -408,6 +430,12 @@ def check_args(args):
         raise ParityError(f"--seeds={args.seeds}: expected comma-separated integers") from None
     if not args.seeds or len(set(args.seeds)) != len(args.seeds):
         raise ParityError(f"--seeds={','.join(map(str, args.seeds))}: give distinct seeds")
+    if args.vary_seed == "all" and args.held_seed is not None:
+        raise ParityError(f"--held_seed={args.held_seed}: only with --vary_seed=data_order, "
+                          "head_init or dropout (with all, each run's seed drives everything)")
+    if args.vary_seed != "all" and args.held_seed is None:
+        raise ParityError(f"--vary_seed={args.vary_seed}: give --held_seed, the seed of the "
+                          "two parts held fixed")
     for name in ("max_train_examples", "max_eval_examples", "max_seq_length", "learning_rate",
                  "train_batch_size", "num_train_epochs", "eval_batch_size", "doc_stride",
                  "max_query_length"):
@@ -528,7 +556,10 @@ def main(argv=None):
               + f". Encoder {shown_path(args.init_checkpoint)}. Recipe: lr {args.learning_rate:g}, "
               f"batch {args.train_batch_size}, epochs {args.num_train_epochs:g}, warmup "
               f"{args.warmup_proportion:g}, weight decay {args.weight_decay:g}, max_seq_length "
-              f"{args.max_seq_length}; seeds {', '.join(map(str, args.seeds))}.\n\n"
+              f"{args.max_seq_length}; seeds {', '.join(map(str, args.seeds))}"
+              + ("" if args.vary_seed == "all" else
+                 f" (each drives the {args.vary_seed.replace('_', ' ')} only; the rest at "
+                 f"seed {args.held_seed})") + ".\n\n"
               "    python -m benchmarks.parity " + " ".join(sys.argv[1:] if argv is None else argv))
     text = markdown(summary, results, header)
     atomic_write_json(os.path.join(args.output_dir, "parity.json"),

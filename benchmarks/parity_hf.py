@@ -197,7 +197,12 @@ def main(spec_path):
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     kind, checkpoint, seed = spec["kind"], spec["checkpoint"], spec["seed"]
-    torch.manual_seed(seed)  # the new head's initialisation, dropout, the data order
+    # Three seeds (benchmarks/parity.py --vary_seed); a spec without them uses `seed` for
+    # all three, exactly as before they existed: one global stream for the new head's
+    # initialisation and then dropout, a generator of its own for the data order.
+    head_seed = spec.get("head_init_seed", seed)
+    dropout_seed = spec.get("dropout_seed", head_seed)
+    torch.manual_seed(head_seed)
     tokenizer = BertTokenizer(os.path.join(checkpoint, "vocab.txt"),
                               do_lower_case=lower_cases(checkpoint))
 
@@ -224,7 +229,9 @@ def main(spec_path):
     total = math.ceil(per_epoch * spec["num_train_epochs"])
     warmup = int(total * spec["warmup_proportion"])
     optimizer, schedule = adamw(torch, model, spec, total, warmup)
-    order = torch.Generator().manual_seed(seed)
+    if dropout_seed != head_seed:  # dropout's masks from a stream of their own
+        torch.manual_seed(dropout_seed)
+    order = torch.Generator().manual_seed(spec.get("data_order_seed", seed))
     outside = spec.get("outside_label", 0)
     train_seconds = eval_seconds = 0.0
     losses, predicted = [], {}

@@ -108,6 +108,8 @@ def test_others_cpu_share_by_hand_and_beside_a_busy_process(tmp_path):
     (["--task=sst2", "--data_dir={tmp}"], "train.tsv: no such file"),
     (["--task=sst2", "--init_checkpoint={tmp}"], "not a HuggingFace BERT folder .*config.json"),
     (["--task=sst2", "--torch_python={tmp}/python"], "--torch_python=.*: no such interpreter"),
+    (["--task=sst2", "--held_seed=1"], "--held_seed=1: only with --vary_seed=data_order"),
+    (["--task=sst2", "--vary_seed=dropout"], "--vary_seed=dropout: give --held_seed"),
 ])
 def test_bad_flags_and_files_are_one_line_errors(tmp_path, capsys, flags, message):
     import re
@@ -233,3 +235,26 @@ def test_both_sides_end_to_end_on_a_tiny_checkpoint(tmp_path, tiny_checkpoint, c
     assert hf[0]["steps"] == kerasbert_steps  # 2 (32 rows / 16) but for SQuAD's windows
     differences = report["summary"]["differences"]
     assert (differences[main]["low"] is None) == (seeds == "1")
+
+
+def test_a_run_s_three_seeds_follow_vary_seed():
+    import argparse
+
+    every = argparse.Namespace(vary_seed="all", held_seed=None)
+    assert parity.seeds_of_run(every, 4) == {"data_order": 4, "head_init": 4, "dropout": 4}
+    order = argparse.Namespace(vary_seed="data_order", held_seed=1)
+    assert parity.seeds_of_run(order, 4) == {"data_order": 4, "head_init": 1, "dropout": 1}
+    init = argparse.Namespace(vary_seed="head_init", held_seed=7)
+    assert parity.seeds_of_run(init, 4) == {"data_order": 7, "head_init": 4, "dropout": 7}
+
+
+def test_kerasbert_side_varies_only_the_data_order(tmp_path, tiny_checkpoint, capsys,
+                                                   monkeypatch):
+    monkeypatch.delenv("KERASBERT_TORCH_PYTHON", raising=False)
+    flags = ["--task=sst2", f"--init_checkpoint={tiny_checkpoint}", *TINY_RECIPE, "--seeds=3",
+             "--vary_seed=data_order", "--held_seed=1", f"--output_dir={tmp_path / 'cmp'}"]
+    assert parity.main(flags) == 0
+    (run,) = json.loads((tmp_path / "cmp" / "parity.json").read_text())["runs"]
+    assert "--seed=1 --data_order_seed=3" in run["command"]
+    assert "--vary_seed" not in run["command"]
+    assert "each drives the data order only; the rest at seed 1" in capsys.readouterr().out
