@@ -39,6 +39,7 @@ from kerasbert.export.saved_model import (
 from kerasbert.heads.feature_bilstm import attach_cached_features
 from kerasbert.io_utils import check_can_create
 from kerasbert.model import adapters, builder, encoders
+from kerasbert.model.backbone import reinit_top_layers
 from kerasbert.training import precision, run_state
 from kerasbert.training.loop import Timer, Trainer
 from kerasbert.training.phases import PhaseRunner
@@ -240,6 +241,14 @@ def build_model(config, task, head_spec, strategy, backbone, features):
         model = builder.build_task_model(task, head_spec, backbone, config.head_options,
                                          config.seed_of("head_init"), sample_inputs=sample[0],
                                          dropout_seed=config.seed_of("dropout"))
+        if config.reinit_top_layers:
+            if not model.head_trains_backbone:
+                raise InputError(f"--reinit_top_layers={config.reinit_top_layers}: the head "
+                                 f"{config.head} keeps the encoder frozen; re-initialised "
+                                 "layers would stay random")
+            reinit_top_layers(backbone, config.reinit_top_layers, config.seed_of("head_init"))
+            log(f"kerasbert: re-initialised the encoder's top {config.reinit_top_layers} "
+                "transformer layers and its pooler")
         adapters.apply_strategy(model, config)  # --lora_rank, --trainable_encoder
     if config.tagging_loss != "sentence_mean" and hasattr(model.head, "per_example_loss"):
         raise InputError(f"--tagging_loss={config.tagging_loss}: the head {config.head} "
