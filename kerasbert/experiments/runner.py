@@ -47,7 +47,8 @@ def parse_seeds(values, default_seed):
 
 
 def seed_runs(base, task, folder, seeds, **changes):
-    """{seed: `base` with `changes`, that seed (--vary_seed: in place of which), in `<folder>/seed-<n>`, resolved for `task`}.
+    """{seed: `base` with `changes` and that seed (in place of --seed, or of the part
+    --vary_seed names), in `<folder>/seed-<n>`, resolved for `task`}.
     A row's runs never overwrite: a finished one is reused."""
     return {seed: dataclasses.replace(
         base.for_restart(seed), output_dir=restarts.seed_folder(folder, seed),
