@@ -14,6 +14,10 @@ from kerasbert.io_utils import atomic_write_json
 # What a task's `sample_recipe` may override on its bundled sample.
 SAMPLE_RECIPE_KEYS = ("learning_rate", "train_batch_size", "num_train_epochs")
 
+# The parts of a run that a seed drives, each with its own setting `<part>_seed`
+# (default: --seed): the training data's order, the initialisation, the dropout masks.
+SEED_PARTS = ("data_order", "head_init", "dropout")
+
 # The groups of `kerasbert --help`, in its order: the flags most runs use.
 HELP_GROUPS = ("task and data", "model", "training", "outputs", "export")
 
@@ -219,11 +223,37 @@ class RunConfig:
     weight_decay: float = setting(
         0.01, help="Decoupled weight decay of AdamW (not applied to LayerNorm and bias "
         "parameters).")
+    adam_bias_correction: bool = setting(
+        True, help="Adam's bias correction of its moments (1 − βᵗ), as PyTorch's AdamW and "
+        "HuggingFace's Trainer have it. --adam_bias_correction=false is google-research/"
+        "bert's AdamWeightDecay, which has none: the first steps are ~3x larger (Mosbach et "
+        "al. 2021 and Zhang et al. 2021 trace unstable fine-tuning runs to it).")
+    reinit_top_layers: int = setting(
+        0, help="Before fine-tuning, re-initialise the encoder's top L transformer layers and "
+        "its pooler as pre-training initialised them (N(0, 0.02) truncated kernels, zero "
+        "biases, LayerNorm 1 and 0), seeded by --head_init_seed: Zhang et al. 2021 found "
+        "this steadies fine-tuning on small data. 0 = off.")
     dropout: float | None = setting(
         None, help="Dropout of the encoder and head. Default: the checkpoint's.")
     seed: int = setting(
         42, group="training", brief="Seed of the head's initialisation, dropout and shuffling.",
-        help="Random seed for the head's initialisation, dropout and the data shuffling.")
+        help="Random seed for the head's initialisation, dropout and the data shuffling "
+        "(each may have its own: --data_order_seed, --head_init_seed, --dropout_seed).")
+    data_order_seed: int | None = setting(
+        None, help="Seed of the training data's order alone (the shuffling of each epoch, "
+        "--group_by_length's windows), as HuggingFace's TrainingArguments.data_seed. "
+        "Default: --seed.")
+    head_init_seed: int | None = setting(
+        None, help="Seed of the initialisation alone: the head's weights, LoRA's factors and "
+        "the layers --reinit_top_layers resets. Default: --seed.")
+    dropout_seed: int | None = setting(
+        None, help="Seed of the dropout masks alone (encoder and head). Default: --seed.")
+    vary_seed: str = setting(
+        "all", choices=("all",) + SEED_PARTS,
+        help="Restarts and sweeps (--seeds, --num_restarts, python -m kerasbert.experiments): "
+        "what each restart's seed replaces. all: --seed (every part not given its own seed); "
+        "data_order, head_init or dropout: only that part's seed, the others stay at --seed "
+        "(Dodge et al. 2020 vary one at a time).")
     trainable_encoder: str = setting(
         "all", choices=("all", "bitfit"),
         help="What of the encoder the fine-tune phase trains (the head always trains): all "
@@ -398,12 +428,48 @@ class RunConfig:
         need(not (self.lora_rank and self.save_trajectory_every), "save_trajectory_every",
              "the landscape rebuilds a plain encoder, not one with LoRA factors: no trajectory "
              "for --lora_rank runs")
+        need(self.reinit_top_layers >= 0, "reinit_top_layers",
+             "must be 0 (off) or a number of layers")
+        if self.reinit_top_layers:
+            need(self.num_train_epochs != 0, "reinit_top_layers",
+                 "re-initialised layers must be fine-tuned, but --num_train_epochs=0")
+            need(not self.lora_rank and self.trainable_encoder == "all", "reinit_top_layers",
+                 "re-initialised layers must be fine-tuned in full; --lora_rank and "
+                 "--trainable_encoder=bitfit leave their kernels random")
         need(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be a positive integer")
         need(self.length_group_batches > 0, "length_group_batches", "must be a positive integer")
         if self.data_dir is not None and not storage.isdir(self.data_dir):
             raise InputError(f"--data_dir={self.data_dir}: no such folder")
         if self.vocab_file is not None and not storage.isfile(self.vocab_file):
             raise InputError(f"--vocab_file={self.vocab_file}: no such file")
+
+    def seed_of(self, part):
+        """The seed that drives `part` (one of SEED_PARTS): its own setting, else --seed."""
+        value = getattr(self, f"{part}_seed")
+        return self.seed if value is None else value
+
+    def with_seeds(self):
+        """The config with every part's seed filled in (run_config.json records what drove
+        the run, so reports can group runs by it)."""
+        return dataclasses.replace(self, **{f"{p}_seed": self.seed_of(p) for p in SEED_PARTS})
+
+    def for_restart(self, seed):
+        """The config of the restart with `seed`: --vary_seed=all replaces --seed (every
+        part without a seed of its own follows it), else only that part's seed."""
+        if self.vary_seed == "all":
+            return dataclasses.replace(self, seed=seed)
+        flag = f"{self.vary_seed}_seed"
+        if getattr(self, flag) is not None:
+            raise InputError(f"--{flag}={getattr(self, flag)}: --vary_seed={self.vary_seed} "
+                             "gives each restart its own; give one or the other")
+        return dataclasses.replace(self, **{flag: seed})
+
+    def describe_seeds(self):
+        """'seed 42', or each part's seed when they differ."""
+        seeds = {p: self.seed_of(p) for p in SEED_PARTS}
+        if set(seeds.values()) == {self.seed}:
+            return f"seed {self.seed}"
+        return "seeds " + ", ".join(f"{p.replace('_', ' ')} {s}" for p, s in seeds.items())
 
     @classmethod
     def from_flags(cls, flag_values, head_options=None):

@@ -57,7 +57,8 @@ flags.DEFINE_list("learning_rates", None, "Sweep: one fine-tuning run per learni
                   "paper's 5e-5,4e-5,3e-5,2e-5) and --num_restarts each, into "
                   "<output_dir>/runs/; the best on dev is kept in full.")
 flags.DEFINE_integer("num_restarts", 1, "Sweep: random restarts per learning rate, with seeds "
-                     "--seed, --seed+1, ... (data shuffling and head initialisation).")
+                     "--seed, --seed+1, ... (data order, head initialisation and dropout; "
+                     "--vary_seed picks one).")
 flags.DEFINE_list("seeds", None, "Restarts: one run per seed, e.g. 1,2,3 (a sweep: per "
                   "learning rate, instead of --num_restarts; an experiment's table "
                   "(python -m kerasbert.experiments): per row). Default: --seed (a sweep: "

@@ -40,7 +40,10 @@ class HeadContext:
     hidden_dim: int  # the encoder's hidden size H
     dropout: float  # the encoder's dropout rate, a sensible default for the head
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # head flags
-    seed: int | None = None  # for initialisers, so restarts differ only by seed
+    # For initialisers and dropout layers, so restarts differ only by seed: the run's
+    # --head_init_seed; dropout layers seeded from it (seed + k) are moved to the
+    # run's --dropout_seed (+ k) once built (kerasbert.model.builder.reseed_dropout).
+    seed: int | None = None
     # The task's label names in output order, one per output (len == num_outputs); none for
     # regression, or where the task's num_outputs is not one per label.
     labels: Sequence[str] = ()

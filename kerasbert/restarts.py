@@ -149,7 +149,7 @@ def run_all(configs, execute, log=print, tool="kerasbert"):
         if run_folder.is_finished(config.output_dir):
             log(f"{where}: finished before, reused")
         else:
-            log(f"{where}: seed {config.seed}")
+            log(f"{where}: {config.describe_seeds()}")
             execute(config)
 
 

@@ -39,6 +39,7 @@ from kerasbert.export.saved_model import (
 from kerasbert.heads.feature_bilstm import attach_cached_features
 from kerasbert.io_utils import check_can_create
 from kerasbert.model import adapters, builder, encoders
+from kerasbert.model.backbone import reinit_top_layers
 from kerasbert.training import precision, run_state
 from kerasbert.training.loop import Timer, Trainer
 from kerasbert.training.phases import PhaseRunner
@@ -86,7 +87,7 @@ def resolve(config, registry):
     run of the process), the task's recipe filled in, and every combination that cannot
     work (head vs kind, a kind that cannot be exported) refused now."""
     task = copy.copy(registry.task(config.task))
-    config = config.resolved(task)
+    config = config.resolved(task).with_seeds()  # the seeds that drive it, recorded
     configure_task(task, config)
     decided = task.data_options(config)  # read and checked now, before the encoder loads
     if decided:  # kept in run_config.json: a reloaded run rebuilds the same task
@@ -134,7 +135,11 @@ def start_strategy(config):
                                      output_dir=distribute.worker_output_dir(
                                          strategy, config.output_dir,
                                          resume=not config.overwrite_output_dir))
-    keras.utils.set_random_seed(config.seed)
+    # The global generators: what is left unseeded draws from them (the encoder's dropout
+    # layers take their seeds from Python's), so the dropout seed; but TF's global seed is
+    # paired with the op seed of every tf.data shuffle, so the data order's.
+    keras.utils.set_random_seed(config.seed_of("dropout"))
+    tf.random.set_seed(config.seed_of("data_order"))
     if config.deterministic:  # process-wide and cannot be undone; CPU runs need no switch
         tf.config.experimental.enable_op_determinism()
     precision.set_policy(config.mixed_precision)  # before any layer is built
@@ -234,7 +239,16 @@ def build_model(config, task, head_spec, strategy, backbone, features):
     with strategy.scope():
         sample = next(iter(pipeline.dataset_of(next(iter(features.values())), 2)))
         model = builder.build_task_model(task, head_spec, backbone, config.head_options,
-                                         config.seed, sample_inputs=sample[0])
+                                         config.seed_of("head_init"), sample_inputs=sample[0],
+                                         dropout_seed=config.seed_of("dropout"))
+        if config.reinit_top_layers:
+            if not model.head_trains_backbone:
+                raise InputError(f"--reinit_top_layers={config.reinit_top_layers}: the head "
+                                 f"{config.head} keeps the encoder frozen; re-initialised "
+                                 "layers would stay random")
+            reinit_top_layers(backbone, config.reinit_top_layers, config.seed_of("head_init"))
+            log(f"kerasbert: re-initialised the encoder's top {config.reinit_top_layers} "
+                "transformer layers and its pooler")
         adapters.apply_strategy(model, config)  # --lora_rank, --trainable_encoder
     if config.tagging_loss != "sentence_mean" and hasattr(model.head, "per_example_loss"):
         raise InputError(f"--tagging_loss={config.tagging_loss}: the head {config.head} "

@@ -33,7 +33,7 @@ import socket
 import sys
 
 from kerasbert import storage
-from kerasbert.config import RunConfig
+from kerasbert.config import SEED_PARTS, RunConfig
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import (
     atomic_write_json,
@@ -250,6 +250,10 @@ def changed_settings(run_dir, config, may_change):
     saved = {**json.loads(json.dumps({k: v for k, v in defaults.items() if k not in saved})),
              **saved}
     now = json.loads(json.dumps(config.to_dict()))
+    for values in (saved, now):  # a part's seed left out (None) is --seed's: the same run
+        for part in SEED_PARTS:
+            if values.get(f"{part}_seed") is None:
+                values[f"{part}_seed"] = values.get("seed")
     return [(k, saved[k], v) for k, v in now.items()
             if k not in may_change and k in saved and saved[k] != v]
 

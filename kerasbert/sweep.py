@@ -5,8 +5,8 @@
 
 Every (learning rate, restart) pair is an ordinary `kerasbert.run.execute` run in
 `<output_dir>/runs/lr<rate>-r<restart>/`. Restart i uses seed `--seed + i` (data shuffling,
-dropout, head initialisation), or the i-th of `--seeds`, and the same `--init_checkpoint`;
-every learning rate sees the same seeds. Per learning rate the summary also has n, mean ±
+dropout, head initialisation; --vary_seed: only the one named), or the i-th of `--seeds`,
+and the same `--init_checkpoint`; every learning rate sees the same seeds. Per learning rate the summary also has n, mean ±
 sample std, min–max and a 95% interval over the restarts, and the paired difference to
 `--baseline` (default the first learning rate), in `sweep.json` under "restarts"
 (kerasbert/restarts.py) and in `report.md`. The best run on dev by the task's main metric keeps everything (weights,
@@ -78,7 +78,7 @@ def plan_sweep(base, learning_rates, num_restarts, seeds=None):
         for restart, seed in enumerate(seed_of):
             name = run_name(rate, restart)
             config = dataclasses.replace(
-                base, learning_rate=rate, seed=seed,
+                base.for_restart(seed), learning_rate=rate,
                 output_dir=os.path.join(base.output_dir, RUNS, name),
                 overwrite_output_dir=False, export_dir=None)
             runs.append(PlannedRun(name, rate, restart, seed, config))

@@ -47,11 +47,12 @@ def parse_seeds(values, default_seed):
 
 
 def seed_runs(base, task, folder, seeds, **changes):
-    """{seed: `base` with `changes`, that seed, in `<folder>/seed-<n>`, resolved for `task`}.
+    """{seed: `base` with `changes` and that seed (in place of --seed, or of the part
+    --vary_seed names), in `<folder>/seed-<n>`, resolved for `task`}.
     A row's runs never overwrite: a finished one is reused."""
     return {seed: dataclasses.replace(
-        base, output_dir=restarts.seed_folder(folder, seed), overwrite_output_dir=False,
-        seed=seed, **changes).resolved(task) for seed in seeds}
+        base.for_restart(seed), output_dir=restarts.seed_folder(folder, seed),
+        overwrite_output_dir=False, **changes).resolved(task) for seed in seeds}
 
 
 def labels(rows):

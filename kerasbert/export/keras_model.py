@@ -86,7 +86,7 @@ class TextModel(keras.Model):
         backbone = keras.saving.deserialize_keras_object(encoder)
         head_spec = registry.head(config.head or self.task.default_head)
         self.task_model = build_task_model(
-            self.task, head_spec, backbone, config.head_options, config.seed,
+            self.task, head_spec, backbone, config.head_options, config.seed_of("head_init"),
             sample_inputs=dummy_inputs(registry.kind_of(self.task), config.max_seq_length))
         # The vocabulary travels as an asset of the .keras file (load_assets), not its config.
         self.tokenizer = None

@@ -143,7 +143,7 @@ def apply_strategy(model, config):
                          "feature-based head): there is nothing of the encoder to adapt")
     if config.lora_rank:
         trained = enable_lora(model.backbone, config.lora_rank, config.lora_alpha,
-                              config.lora_targets, seed=config.seed)
+                              config.lora_targets, seed=config.seed_of("head_init"))
     else:
         trained = bitfit_variables(model.backbone)
     model.train_only(trained)

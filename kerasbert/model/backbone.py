@@ -248,14 +248,35 @@ def random_backbone(
         causal=causal,
     )
     if seed is not None:
-        _reinitialize(backbone, np.random.default_rng(seed))
+        _reinitialize(backbone.weights, np.random.default_rng(seed))
     return backbone
 
 
-def _reinitialize(backbone, rng):
+def reinit_top_layers(backbone, num_layers, seed, flag="--reinit_top_layers"):
+    """Re-initialises the top `num_layers` transformer layers and the pooler as BERT's
+    pre-training initialised them (Zhang et al. 2021, "Revisiting Few-sample BERT
+    Fine-tuning"): kernels N(0, 0.02) truncated at 2 sigma (initializer_range), biases
+    0, LayerNorm gamma 1 and beta 0; from a generator of its own seeded by `seed` (the
+    run's head_init_seed: part of the initialisation). Lower layers and embeddings stay."""
+    layers = getattr(backbone, "transformer_layers", None)
+    pooler = getattr(backbone, "pooled_dense", None)
+    if layers is None or pooler is None:
+        raise InputError(f"{flag}={num_layers}: the encoder ({type(backbone).__name__}) has "
+                         "no BERT transformer layers and pooler to re-initialise")
+    if num_layers > len(layers):
+        raise InputError(f"{flag}={num_layers}: the encoder has only {len(layers)} "
+                         "transformer layers")
+    if num_layers == 0:
+        return
+    weights = [w for layer in layers[len(layers) - num_layers:] for w in layer.weights]
+    # Its own stream: a random encoder drew its weights from default_rng(seed) itself.
+    _reinitialize(weights + list(pooler.weights), np.random.default_rng([seed, 1]))
+
+
+def _reinitialize(weights, rng):
     """BERT's init from a private RNG: N(0, 0.02) truncated at 2 sigma for
     kernels and embeddings, zeros for biases, ones for LayerNorm gammas."""
-    for weight in backbone.weights:
+    for weight in weights:
         name = weight.path.rsplit("/", 1)[-1]
         shape = tuple(weight.shape)
         if name == "gamma":

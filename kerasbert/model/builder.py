@@ -5,6 +5,8 @@ it from a finished run and loads `model.weights.h5` into it. Weight files are ma
 layer structure, so both must build the head from the same `HeadContext`: one function.
 """
 
+import keras
+import numpy as np
 
 from kerasbert import run_folder
 from kerasbert.data.tokenization import WordPieceTokenizer
@@ -41,8 +43,9 @@ def dummy_inputs(kind, seq_length=8, batch_size=2, num_choices=2):
 
 
 def build_task_model(task, head_spec, backbone, head_options=None, seed=None,
-                     sample_inputs=None, kind=None):
-    """A `TaskModel` with every weight created (built on `sample_inputs` or zeros).
+                     sample_inputs=None, kind=None, dropout_seed=None):
+    """A `TaskModel` with every weight created (built on `sample_inputs` or zeros). `seed`
+    initialises the head; `dropout_seed` (default: `seed`) seeds its dropout.
 
     Call it inside `strategy.scope()` when training under a distribution strategy.
     """
@@ -50,7 +53,25 @@ def build_task_model(task, head_spec, backbone, head_options=None, seed=None,
     head = head_spec.build(head_context(task, backbone, head_options, seed))
     model = TaskModel(backbone, head)
     model(dummy_inputs(kind or task.kind) if sample_inputs is None else sample_inputs)
+    if seed is not None and dropout_seed is not None and dropout_seed != seed:
+        reseed_dropout(head, seed, dropout_seed)
     return model
+
+
+def reseed_dropout(head, seed, dropout_seed):
+    """Moves the head's dropout from `seed` to `dropout_seed`, so initialisation and
+    dropout vary apart (--head_init_seed, --dropout_seed). A head seeds its dropout
+    layers from `HeadContext.seed` (seed + k for its k-th, say): each such seed generator
+    (Keras' SeedGenerator, state [seed + k, 0] before any draw) restarts at
+    [dropout_seed + k, 0], as if built with that seed. Generators made unseeded already
+    drew from Python's generator, which the run seeds with the dropout seed; left alone."""
+    generators = {id(g): g for layer in head._flatten_layers(include_self=True)
+                  for g in vars(layer).values() if isinstance(g, keras.random.SeedGenerator)}
+    for generator in generators.values():
+        initial = getattr(generator, "_initial_seed", None)  # None: made unseeded
+        if isinstance(initial, int):
+            generator.state.assign(np.array([initial - seed + dropout_seed, 0],
+                                            generator.state.dtype))
 
 
 def rebuild_trained_model(run_dir, config, task, registry):
@@ -60,7 +81,8 @@ def rebuild_trained_model(run_dir, config, task, registry):
     head_spec = registry.head(config.head or task.default_head)
     encoder = encoders.load_encoder(run_dir)
     tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
-    model = build_task_model(task, head_spec, encoder.backbone, config.head_options, config.seed,
+    model = build_task_model(task, head_spec, encoder.backbone, config.head_options,
+                             config.seed_of("head_init"),
                              sample_inputs=dummy_inputs(registry.kind_of(task),
                                                         config.max_seq_length))
     try:

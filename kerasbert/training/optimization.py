@@ -59,6 +59,14 @@ class FusedAdamW(keras.optimizers.AdamW):
     A TPU strategy and amsgrad take Keras' own path. Same variables as Keras' AdamW, so
     checkpoints are interchangeable.
 
+    `bias_correction=False` (--adam_bias_correction=false) is google-research/bert's
+    AdamWeightDecay: m ← β1·m + (1−β1)·g, v ← β2·v + (1−β2)·g², w ← w − lr·(m/(√v + ε) +
+    wd·w), with no 1 − βᵗ factors. The fused path gives ResourceApplyAdam β powers of 0,
+    which make its factor √(1 − 0)/(1 − 0) exactly 1 and leave ε on √v; Keras' path gets
+    the same three lines written out. The decay is applied first, as above, with the same
+    lr and on the weight before the step, as BERT's `wd·w` is: w − lr·wd·w − lr·m/(√v + ε)
+    is BERT's update, only rounded in another order.
+
     Two places where it differs from Keras' AdamW, both to take the step of Adam's
     Algorithm 1, as PyTorch's AdamW (HuggingFace) takes it:
     - ε is added to the bias-corrected √v̂, not to √v: Keras' form is ε/√(1 − β2ᵗ) in
@@ -73,6 +81,15 @@ class FusedAdamW(keras.optimizers.AdamW):
     # Variables (their keys) that step at a multiple of the scheduled rate, and that
     # multiple: a head with a learning rate of its own (--head_learning_rate).
     scaled_keys, rate_factor = frozenset(), 1.0
+
+    def __init__(self, *args, bias_correction=True, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.amsgrad and not bias_correction:
+            raise ValueError("amsgrad has no form without bias correction")
+        self.bias_correction = bool(bias_correction)
+
+    def get_config(self):
+        return {**super().get_config(), "bias_correction": self.bias_correction}
 
     def scale_rate(self, variables, factor):
         """From now on `variables` step, and decay, at `factor` × the scheduled rate."""
@@ -98,8 +115,11 @@ class FusedAdamW(keras.optimizers.AdamW):
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         step = tf.cast(self.iterations + 1, tf.float32)
-        self._step_powers = (tf.pow(tf.cast(self.beta_1, tf.float32), step),
-                             tf.pow(tf.cast(self.beta_2, tf.float32), step))
+        if self.bias_correction:
+            self._step_powers = (tf.pow(tf.cast(self.beta_1, tf.float32), step),
+                                 tf.pow(tf.cast(self.beta_2, tf.float32), step))
+        else:  # βᵗ taken as 0: no 1 − βᵗ factors, ε on √v (see the class doc)
+            self._step_powers = (tf.constant(0.0), tf.constant(0.0))
         try:
             super()._backend_update_step(grads, trainable_variables, learning_rate)
         finally:
@@ -116,6 +136,8 @@ class FusedAdamW(keras.optimizers.AdamW):
         fused = self._fused()
         if fused and self._use_weight_decay(variable):  # else Keras' _apply_weight_decay did
             self._decay(variable, learning_rate)
+        if not fused and not self.bias_correction:
+            return self._uncorrected_step(gradient, variable, learning_rate)
         if not fused or self.amsgrad:
             epsilon, self.epsilon = self.epsilon, self._step_epsilon()
             try:  # Keras reads self.epsilon while it builds this variable's update
@@ -134,6 +156,18 @@ class FusedAdamW(keras.optimizers.AdamW):
             epsilon=tf.cast(self._step_epsilon(), dtype), grad=tf.cast(gradient, dtype),
             use_locking=False)
 
+    def _uncorrected_step(self, gradient, variable, learning_rate):
+        """BERT's AdamWeightDecay step on Keras' path (its decay was applied before)."""
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        g = tf.cast(gradient, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        self.assign(m, beta_1 * m + (1 - beta_1) * g)
+        self.assign(v, beta_2 * v + (1 - beta_2) * tf.square(g))
+        self.assign_sub(variable, tf.cast(learning_rate, dtype) * m
+                        / (tf.sqrt(v) + tf.cast(self.epsilon, dtype)))
+
     def _decay(self, variable, learning_rate):
         v = variable.value if isinstance(variable, keras.Variable) else variable
         v.assign_sub(v * tf.cast(self.weight_decay, v.dtype) * tf.cast(learning_rate, v.dtype))
@@ -148,9 +182,10 @@ def _handle(variable):
 
 
 def create_optimizer(variables, learning_rate, total_steps, warmup_steps, weight_decay=0.01,
-                     head_variables=(), head_learning_rate=None):
+                     head_variables=(), head_learning_rate=None, bias_correction=True):
     """AdamW over `variables` with BERT's hyper-parameters (β2 0.999, ε 1e-6); with
-    `head_learning_rate`, `head_variables` follow the same warmup and decay to that peak.
+    `head_learning_rate`, `head_variables` follow the same warmup and decay to that peak;
+    without `bias_correction`, BERT's own AdamWeightDecay (FusedAdamW's doc).
 
     Gradient clipping (global norm 1.0) is done by the training loop, after the
     cross-replica sum, so it is the same clip for every tf.distribute strategy.
@@ -161,6 +196,7 @@ def create_optimizer(variables, learning_rate, total_steps, warmup_steps, weight
         beta_1=0.9,
         beta_2=0.999,
         epsilon=1e-6,
+        bias_correction=bias_correction,
     )
     optimizer.exclude_from_weight_decay(
         var_list=[v for v in variables if is_excluded_from_weight_decay(v)])

@@ -80,7 +80,8 @@ class PhaseRunner:
                     model.trainable_variables, phase.learning_rate, total,
                     warmup_steps=int(total * config.warmup_proportion),
                     weight_decay=config.weight_decay, head_variables=head_variables(model),
-                    head_learning_rate=phase.head_learning_rate)
+                    head_learning_rate=phase.head_learning_rate,
+                    bias_correction=config.adam_bias_correction)
                 optimizer.build(model.trainable_variables)
                 self.optimizers[phase.name] = optimizer
             # mixed_float16: one loss scale per phase, as each phase's Trainer would make,
@@ -191,7 +192,7 @@ class PhaseRunner:
             steps = min(per_epoch, total - epoch * per_epoch)
             dataset = pipeline.dataset_of(
                 self.train, config.train_batch_size,
-                shuffle_seed=config.seed + 1000 * index + epoch,
+                shuffle_seed=config.seed_of("data_order") + 1000 * index + epoch,
                 labels_per_token=self.kind.labels_per_token,
                 group_by_length=config.length_group_batches if config.group_by_length else 0)
             # The epoch runs in pieces that end on multiples of --save_checkpoints_steps;
