@@ -12,7 +12,8 @@ Choices (written into three_point.json and .md, so a reader of the numbers sees 
 - θ0's head: runs of different seeds start from the same pre-trained encoder but from
   different random heads. θ0 is --run_dir's own start (encoder and its initial head), so
   θ0 → θ_a is exactly run a's fine-tuning; how far run b's initial head lies from it is
-  reported (initial_heads). The runs must agree everywhere else at step 0.
+  reported (initial_heads; with the pooler when a checkpoint without one left it random,
+  so that it differs too). The runs must agree everywhere else at step 0.
 - Every point is evaluated on --run_dir's fixed samples (same_samples says whether
   --compare_run_dir's settings draw the same rows), on run a's model.
 """
@@ -33,6 +34,9 @@ BARRIER_KEYS = ("train_loss", "dev_loss")
 # θ_b closer than this (relative) to the line through θ0 and θ_a spans no plane.
 COLLINEAR = 1e-6
 THETA0_HEAD = "--run_dir's initial head (its step-0 checkpoint)"
+# Groups two runs of one pre-trained encoder may start from differently: the new head, and
+# the pooler of a checkpoint that has none (it is initialised at random, like the head).
+NEW_GROUPS = ("head", "pooler")
 
 
 def basis(theta0, theta_a, theta_b):
@@ -110,17 +114,22 @@ def check_pair(run_a, run_b):
     theta_b = _check_final(run_b, "--compare_run_dir")
     theta0, start_b = run_a.trajectory.start(), run_b.trajectory.start()
     groups = layers.weight_groups(run_a.model)
-    outside = [float(np.max(np.abs(x - y))) for x, y, g in zip(theta0, start_b, groups)
-               if g != "head"]
-    if max(outside) > 1e-6:
+    gaps = {}
+    for x, y, g in zip(theta0, start_b, groups):
+        gaps[g] = max(gaps.get(g, 0.0), float(np.max(np.abs(x - y))))
+    differ = [g for g, gap in gaps.items() if gap > 1e-6]
+    if set(differ) - set(NEW_GROUPS):
+        group = next(g for g in differ if g not in NEW_GROUPS)
         raise InputError(f"{flag}: starts from other weights than --run_dir outside the head "
-                         f"(max |Δ| = {max(outside):.3g} at step 0: another --init_checkpoint, "
-                         "or a random encoder of another --seed); the plane needs one θ0")
-    head_a = [x for x, g in zip(theta0, groups) if g == "head"]
-    head_b = [x for x, g in zip(start_b, groups) if g == "head"]
-    distance = directions.norm(directions.subtract(head_b, head_a))
-    heads = {"theta0_head": THETA0_HEAD, "distance": distance,
-             "relative_distance": distance / max(directions.norm(head_a), 1e-30)}
+                         f"(max |Δ| = {gaps[group]:.3g} in {group} at step 0: another "
+                         "--init_checkpoint, or a random encoder of another --seed); the plane "
+                         "needs one θ0")
+    new = ["head"] + [g for g in differ if g != "head"]  # a checkpoint without a pooler
+    start_a = [x for x, g in zip(theta0, groups) if g in new]
+    distance = directions.norm(directions.subtract(
+        [x for x, g in zip(start_b, groups) if g in new], start_a))
+    heads = {"theta0_head": THETA0_HEAD, "groups": new, "distance": distance,
+             "relative_distance": distance / max(directions.norm(start_a), 1e-30)}
     return theta0, theta_a, theta_b, heads
 
 

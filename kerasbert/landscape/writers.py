@@ -196,8 +196,9 @@ def three_point_markdown(result):
              f"{result['angle_degrees']:.3g}°).", "",
              f"θ0's head: {heads['theta0_head']}; "
              + ("--compare_run_dir started from the same head." if heads["distance"] == 0 else
-                f"--compare_run_dir's initial head lies {heads['distance']:.4g} from it "
-                f"({heads['relative_distance']:.3g} of its norm), so θ0 is not its start."),
+                f"--compare_run_dir's start differs from it in {' and '.join(heads['groups'])}"
+                f" by {heads['distance']:.4g} ({heads['relative_distance']:.3g} of θ0's norm "
+                "there), so θ0 is not its start."),
              f"Every point is evaluated on {samples['train']} training and {samples['dev']} dev "
              f"rows of {samples['from']}"
              + ("" if samples["same_samples"] else

@@ -118,22 +118,24 @@ def test_the_barrier_of_a_path_whose_losses_are_known_by_hand(pair):
     assert b["above_endpoints"] == pytest.approx(np.log(2.0) - ends, abs=2e-5)
 
 
-def _perturbed_head_start(run_dir, folder, shift):
-    """A copy of `run_dir` whose step-0 head (its initial head) is moved by `shift`."""
+def _perturbed_start(run_dir, folder, shift, moved_groups):
+    """A copy of `run_dir` whose step-0 weights in `moved_groups` are moved by `shift`;
+    returns the distance moved."""
     shutil.copytree(run_dir, folder)
     run = landscape_run.load(str(folder), train_sample=4, dev_sample=4)
     groups = layers.weight_groups(run.model)
     manifest = json.loads((folder / "trajectory" / "trajectory.json").read_text())
     path = folder / "trajectory" / manifest["checkpoints"][0]["file"]
     start = run.trajectory.start()
-    moved = [x + np.float32(shift) if g == "head" else x for x, g in zip(start, groups)]
+    moved = [x + np.float32(shift) if g in moved_groups else x for x, g in zip(start, groups)]
     np.savez(path, *moved)
-    return float(np.sqrt(sum(x.size for x, g in zip(start, groups) if g == "head"))) * shift
+    return float(np.sqrt(sum(x.size for x, g in zip(start, groups) if g in moved_groups))) * shift
 
 
 def test_the_plane_at_the_three_points_gives_their_own_losses(pair, tmp_path):
     b_folder = tmp_path / "b"
-    head_shift = _perturbed_head_start(pair[1], b_folder, 0.01)
+    # another initial head, and another pooler (as from a checkpoint without one)
+    head_shift = _perturbed_start(pair[1], b_folder, 0.01, ("head", "pooler"))
     config = LandscapeConfig(run_dir=pair[0], compare_run_dir=str(b_folder),
                              mode=("three_point",), grid=3, points_1d=3, train_sample=12,
                              dev_sample=6, batch_size=5, plane_margin=0.25)
@@ -173,6 +175,7 @@ def test_the_plane_at_the_three_points_gives_their_own_losses(pair, tmp_path):
     assert result["betas"][-1] == pytest.approx(points["theta_b"]["beta"] + pad)
     # θ0 is run a's start; run b's initial head lay elsewhere, and that is reported
     assert result["initial_heads"]["distance"] == pytest.approx(head_shift, rel=1e-4)
+    assert result["initial_heads"]["groups"] == ["head", "pooler"]
     assert result["samples"]["same_samples"] and result["samples"]["train"] == 12
     assert result["barriers"]["train_loss"]["barrier"] >= 0.0 and "curvature" not in result
 
@@ -195,6 +198,7 @@ def test_cli_writes_the_plane_path_and_curvature_at_both_minima(pair, tmp_path, 
     labels = ["random init (a)", "random init (b)"]
     assert [saved["points"][p]["label"] for p in ("theta_a", "theta_b")] == labels
     assert saved["initial_heads"]["distance"] == 0.0  # one seed: one initial head
+    assert saved["initial_heads"]["groups"] == ["head"]
     assert saved["initial_heads"]["theta0_head"] == three_point.THETA0_HEAD
     assert len(saved["path"]) == 3 and set(saved["barriers"]) == {"train_loss", "dev_loss"}
     assert len((out / "three_point.csv").read_text().splitlines()) == 1 + 9
@@ -216,7 +220,7 @@ def test_cli_writes_the_plane_path_and_curvature_at_both_minima(pair, tmp_path, 
         own["top_eigenvalues"][0], rel=1e-4)
 
 
-def test_mismatched_runs_and_bad_flags_are_refused_naming_the_flag(pair, capsys):
+def test_mismatched_runs_and_bad_flags_are_refused_naming_the_flag(pair, tmp_path, capsys):
     a, b, other = pair
     cases = [
         ([f"--compare_run_dir={other}"], f"--compare_run_dir={other}: starts from other weights"),
@@ -224,6 +228,10 @@ def test_mismatched_runs_and_bad_flags_are_refused_naming_the_flag(pair, capsys)
         ([f"--compare_run_dir={b}", "--mode=three_point,1d"], "run 1d in a separate call"),
         ([f"--compare_run_dir={b}", "--plane_margin=-1"], "--plane_margin=-1"),
     ]
+    # a start that differs in an encoder layer is another θ0
+    moved = tmp_path / "moved_layer"
+    _perturbed_start(b, moved, 0.01, ("layer_1",))
+    cases.append(([f"--compare_run_dir={moved}"], "in layer_1 at step 0"))
     for argv, message in cases:
         argv = argv if any(x.startswith("--mode") for x in argv) else [*argv,
                                                                         "--mode=three_point"]
