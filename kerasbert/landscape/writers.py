@@ -224,7 +224,8 @@ def three_point_markdown(result):
     if result.get("curvature"):
         lines += ["", "## Curvature at the two minima", "",
                   "On the training sample above; hessian.md and sharpness.md hold every number.",
-                  "", "| run | λ_max | λ_min | ε | ε-sharpness (Keskar %) |", "|---|---|---|---|---|"]
+                  "", "| run | λ_max | λ_min | ε | ε-sharpness (Keskar %) |",
+                  "|---|---|---|---|---|"]
         for r in result["curvature"]:
             h = r.get("hessian", {})
             top = h.get("top_eigenvalues", [None])[0]
