@@ -1,6 +1,7 @@
 """The landscape of finished runs as a LandscapeConfig asks: `analyse_runs` locks the
 folders, rebuilds each run, `analyse`s it and writes the files; `analyse` is one run's
-modes (1d, 2d, trajectory, layers, rollback, hessian, sharpness)."""
+modes (1d, 2d, trajectory, layers, rollback, hessian, sharpness); three_point, of
+two runs together, is three_point.py's."""
 
 import contextlib
 import os
@@ -9,7 +10,7 @@ import numpy as np
 
 from kerasbert import run_folder
 from kerasbert.errors import InputError, at
-from kerasbert.landscape import curvature, hessian, layers, plane, surface, writers
+from kerasbert.landscape import curvature, hessian, layers, plane, surface, three_point, writers
 from kerasbert.landscape import run as run_lib
 from kerasbert.training.trajectory import snapshot, weight_names
 
@@ -90,6 +91,12 @@ def analyse_runs(config, log=log_line):
 
 
 def _analyse_locked(config, log):
+    if "three_point" in config.mode:
+        written = writers.write_three_point(three_point.analyse_pair(config, log),
+                                            config.output_dir, config.direction)
+        log(f"kerasbert: landscape files in {config.output_dir}: "
+            + ", ".join(os.path.basename(p) for p in written))
+        return written
     results, labels, task = [], [], None
     for d in config.run_dirs:
         run = run_lib.load(d, config.data_dir, config.train_sample, config.dev_sample,

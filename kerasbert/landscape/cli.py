@@ -6,8 +6,8 @@ landscape, trajectory and layer analysis of finished runs, as PNGs with CSV/NPZ 
     2d        θ1 + α·d1 + β·d2 on a grid × grid lattice, trajectory projected, and how far
               off the plane each checkpoint lies: 2d_<run>.npz, 2d.csv, 2d.png (contours),
               2d_surface.png (3D), 2d_trajectory.csv, agreement.csv
-              --direction=random: d1 = δ1 = θ1 − θ0, d2 random ⟂ δ1 (see directions.py)
-              --direction=random_pair: d1, d2 both random (Li et al.'s plots), d2 ⟂ d1
+              --direction=random: d1 = δ1 = θ1 − θ0, d2 random ⊥ δ1 (see directions.py)
+              --direction=random_pair: d1, d2 both random (Li et al.'s plots), d2 ⊥ d1
               --direction=pca: the trajectory's top two principal directions, ‖d‖ = ‖δ1‖
               --normalization=matrix|filter, --biasbn=ignore|keep: how random
               directions are normalised; --direction_scale=delta|weights|loss_rise
@@ -20,6 +20,11 @@ landscape, trajectory and layer analysis of finished runs, as PNGs with CSV/NPZ 
               hessian.json, hessian.md, hessian.png
     sharpness ε-sharpness at θ1 (largest loss rise in a filter-normalised ball):
               sharpness.json, sharpness.md, sharpness.png
+    three_point  the plane through θ0, θ_a (--run_dir's θ1) and θ_b (--compare_run_dir's
+              θ1), e.g. a failed and a successful seed (Mosbach et al. 2021), the straight
+              path θ_a → θ_b and its barrier: three_point.json, three_point.md,
+              three_point.png, three_point.csv, three_point_path.csv, three_point.npz;
+              with hessian and/or sharpness, those at θ_a and θ_b (see three_point.py)
 
 The runs must have been trained with --save_trajectory_every=N. A compared run (e.g. the
 same task from --init_checkpoint=random) is drawn beside the first on the same scales.
@@ -43,7 +48,8 @@ FLAGS = flags.FlagValues()  # its own: the training flags (--data_dir, --seed �
 flags.DEFINE_string("run_dir", None, "The finished run to analyse (trained with "
                     "--save_trajectory_every).", flag_values=FLAGS)
 flags.DEFINE_string("compare_run_dir", None, "A second run of the same task (e.g. from "
-                    "--init_checkpoint=random) drawn beside the first on the same scales.",
+                    "--init_checkpoint=random) drawn beside the first on the same scales; with "
+                    "--mode=three_point, θ_b (--run_dir is θ_a).",
                     flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Where the PNG/CSV/NPZ files go. Default: "
                     "<run_dir>/landscape.", flag_values=FLAGS)
@@ -51,7 +57,8 @@ flags.DEFINE_string("data_dir", None, "The task's data folder. Default: the run'
                     "--data_dir (else the bundled sample).", flag_values=FLAGS)
 flags.DEFINE_list("mode", list(config_lib.DEFAULT_MODES), "What to compute: any of 1d, 2d, "
                   "trajectory, layers, rollback, hessian, sharpness (default: all but the last "
-                  "two).",
+                  "two); or three_point (needs --compare_run_dir), alone or with hessian and "
+                  "sharpness.",
                   flag_values=FLAGS)
 flags.DEFINE_integer("train_sample", 256, "Training examples the losses are measured on "
                      "(a fixed random subset of the run's training data; 0 = all).",
@@ -59,7 +66,8 @@ flags.DEFINE_integer("train_sample", 256, "Training examples the losses are meas
 flags.DEFINE_integer("dev_sample", 256, "Dev examples the errors are measured on (0 = all).",
                      flag_values=FLAGS)
 flags.DEFINE_integer("batch_size", 128, "Evaluation batch size.", flag_values=FLAGS)
-flags.DEFINE_integer("points_1d", 21, "Points along α in 1D.", flag_values=FLAGS)
+flags.DEFINE_integer("points_1d", 21, "Points along α in 1D (with --mode=three_point: along "
+                     "the straight path θ_a → θ_b).", flag_values=FLAGS)
 flags.DEFINE_list("range_1d", ["-0.5", "1.5"], "α range of the 1D interpolation (θ0 at 0, "
                   "θ1 at 1).", flag_values=FLAGS)
 flags.DEFINE_integer("grid", 11, "Points per axis of the 2D grid (grid² evaluations).",
@@ -89,6 +97,9 @@ flags.DEFINE_enum("direction_scale", "delta", list(config_lib.DIRECTION_SCALES),
                   flag_values=FLAGS)
 flags.DEFINE_float("loss_rise", 1.0, "With --direction_scale=loss_rise: the training-loss "
                    "rise above θ1 at the edge of each random axis.", flag_values=FLAGS)
+flags.DEFINE_float("plane_margin", 0.3, "--mode=three_point: how far the grid reaches beyond "
+                   "θ0, θ_a and θ_b, as a fraction of the larger side of the box around them.",
+                   flag_values=FLAGS)
 flags.DEFINE_integer("top_k", 3, "--mode=hessian: how many of the largest Hessian "
                      "eigenvalues to estimate.", flag_values=FLAGS)
 flags.DEFINE_integer("lanczos_steps", 20, "--mode=hessian: Lanczos steps (one Hessian-vector "

@@ -15,7 +15,8 @@ from kerasbert.io_utils import atomic_write_json
 from kerasbert.landscape.hessian import HVP_METHODS
 
 DEFAULT_MODES = ("1d", "2d", "trajectory", "layers", "rollback")
-MODES = DEFAULT_MODES + ("hessian", "sharpness")  # the curvature modes cost HVPs: opt in
+CURVATURE_MODES = ("hessian", "sharpness")
+MODES = DEFAULT_MODES + CURVATURE_MODES + ("three_point",)  # the curvature modes cost HVPs: opt in
 DIRECTIONS = ("random", "random_pair", "pca")
 NORMALIZATIONS = ("matrix", "filter")
 BIASBN = ("ignore", "keep")
@@ -73,6 +74,8 @@ class LandscapeConfig:
     biasbn: str = "ignore"
     direction_scale: str = "delta"
     loss_rise: float = 1.0
+    # The three-point plane through θ0, θ_a (--run_dir) and θ_b (--compare_run_dir)
+    plane_margin: float = 0.3
     # Curvature: the Hessian at θ1
     top_k: int = 3
     lanczos_steps: int = 20
@@ -112,6 +115,8 @@ class LandscapeConfig:
         if self.hutchinson_probes == 1:
             raise InputError("--hutchinson_probes=1: use 0 (no trace) or at least 2 (one probe "
                              "has no standard error)")
+        if not 0 <= self.plane_margin < np.inf:
+            raise InputError(f"--plane_margin={self.plane_margin}: must be 0 or more")
         if not self.loss_rise > 0:
             raise InputError(f"--loss_rise={self.loss_rise}: must be positive")
         if not epsilons_ok(self.epsilon):
@@ -131,6 +136,15 @@ class LandscapeConfig:
         for name, mode in (("hessian_groups", "hessian"), ("hessian_trajectory", "hessian")):
             if getattr(self, name) and mode not in self.mode:
                 raise InputError(f"--{name}: needs --mode={mode}")
+        if "three_point" in self.mode:
+            other = [m for m in self.mode if m not in ("three_point",) + CURVATURE_MODES]
+            if other:
+                raise InputError(f"--mode={','.join(self.mode)}: three_point combines only "
+                                 "with hessian and sharpness (at both minima); run "
+                                 f"{','.join(other)} in a separate call")
+            if not self.compare_run_dir:
+                raise InputError("--mode=three_point: needs --compare_run_dir (θ_b; --run_dir "
+                                 "is θ_a)")
         for name in RANGES:
             values = getattr(self, name)
             if values is None and name == "range_alpha":  # the --direction's default

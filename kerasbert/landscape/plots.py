@@ -215,3 +215,55 @@ def plot_sharpness(tables, path):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     _save(fig, path)
+
+
+def plot_three_point(result, path, keys=("train_loss", "dev_error")):
+    """`result`: three_point.three_point's. One contour panel per metric with θ0, θ_a and
+    θ_b marked and the straight path θ_a → θ_b drawn; a last panel with the metrics along
+    that path against the straight line between its ends (the barrier is the gap)."""
+    keys = [k for k in keys if k in result]
+    fig, axes = plt.subplots(1, len(keys) + 1, figsize=(5.0 * (len(keys) + 1), 4.2),
+                             squeeze=False)
+    points = result["points"]
+    a, b = points["theta_a"], points["theta_b"]
+    markers = {"theta0": ("s", "orange"), "theta_a": ("*", "red"), "theta_b": ("*", "white")}
+    x_label, y_label = result["axis_labels"]
+    for ax, key in zip(axes[0], keys):
+        levels = _levels([result[key]])
+        filled = ax.contourf(result["alphas"], result["betas"], result[key], levels=levels,
+                             cmap="viridis", extend="max")
+        ax.contour(result["alphas"], result["betas"], result[key], levels=levels,
+                   colors="white", linewidths=0.4)
+        fig.colorbar(filled, ax=ax, shrink=0.85, format="%.3g")
+        ax.plot([a["alpha"], b["alpha"]], [a["beta"], b["beta"]], "--", color="red",
+                linewidth=1, label="θ_a → θ_b")
+        for name, p in points.items():
+            marker, colour = markers[name]
+            ax.plot(p["alpha"], p["beta"], marker, color=colour, markeredgecolor="black",
+                    markersize=10 if marker == "*" else 7, label=p["label"])
+        ax.set_aspect("equal", adjustable="box")  # orthogonal axes of one unit: true shapes
+        ax.set_xlabel(x_label, fontsize=8)
+        ax.set_ylabel(y_label, fontsize=8)
+        ax.set_title(key.replace("_", " ") + " on the plane", fontsize=9)
+    axes[0][0].legend(fontsize=6, loc="best")
+    ax = axes[0][-1]
+    alphas = [r["alpha"] for r in result["path"]]
+    for key in [k for k in ("train_loss", "dev_loss") if k in result["path"][0]]:
+        values = [r[key] for r in result["path"]]
+        line, = ax.plot(alphas, values, "-o", markersize=3, label=key.replace("_", " "))
+        ax.plot([0.0, 1.0], [values[0], values[-1]], ":", color=line.get_color(), linewidth=1)
+    if "dev_error" in result["path"][0]:  # another scale: its own axis
+        error = ax.twinx()
+        error.plot(alphas, [r["dev_error"] for r in result["path"]], "-s", color="grey",
+                   markersize=3, linewidth=1, label="dev error (right axis)")
+        error.set_ylabel("dev error", fontsize=8, color="grey")
+        error.legend(fontsize=7, loc="lower right")
+    barrier = result["barriers"].get("train_loss")
+    title = "along θ_a → θ_b (dotted: the straight line)"
+    if barrier:
+        title += f"\ntraining-loss barrier {barrier['barrier']:.3g} at α = {barrier['alpha']:.2g}"
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel(f"α   (θ_a at 0: {a['label']}; θ_b at 1: {b['label']})", fontsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    _save(fig, path)

@@ -173,3 +173,104 @@ def write_results(results, output_dir, direction):
                                   for row in r["sharpness"]]
     atomic_write_json(path, summary)
     return written
+
+
+def _point_metrics(result):
+    """The metric columns of the points' table: losses, then the dev metrics."""
+    first = result["points"]["theta0"]["metrics"]
+    return [k for k in ("train_loss", "dev_loss") if k in first] + sorted(
+        k for k in first if k.startswith("dev_") and k != "dev_loss")
+
+
+def three_point_markdown(result):
+    """three_point.md: the points, the barriers and the curvature of three_point.json."""
+    points, heads, lengths = result["points"], result["initial_heads"], result["lengths"]
+    samples = result["samples"]
+    metrics = _point_metrics(result)
+    lines = ["# The plane through θ0, θ_a and θ_b", "",
+             "A point (α, β) is θ0 + α·d1 + β·d2 with d1 = θ_a − θ0 and d2 the part of "
+             "θ_b − θ0 orthogonal to d1, rescaled to ‖d1‖: the axes are orthogonal and in units "
+             f"of ‖θ_a − θ0‖ = {lengths['theta_a_minus_theta0']:.4g} (‖θ_b − θ0‖ = "
+             f"{lengths['theta_b_minus_theta0']:.4g}, ‖θ_b − θ_a‖ = "
+             f"{lengths['theta_b_minus_theta_a']:.4g}, angle at θ0 "
+             f"{result['angle_degrees']:.3g}°).", "",
+             f"θ0's head: {heads['theta0_head']}; "
+             + ("--compare_run_dir started from the same head." if heads["distance"] == 0 else
+                f"--compare_run_dir's start differs from it in {' and '.join(heads['groups'])}"
+                f" by {heads['distance']:.4g} ({heads['relative_distance']:.3g} of θ0's norm "
+                "there), so θ0 is not its start."),
+             f"Every point is evaluated on {samples['train']} training and {samples['dev']} dev "
+             f"rows of {samples['from']}"
+             + ("" if samples["same_samples"] else
+                " (--compare_run_dir's own settings draw other rows)") + ".", "",
+             "| point | run | (α, β) | " + " | ".join(metrics) + " |",
+             "|---|---|---|" + "---|" * len(metrics)]
+    for name, p in points.items():
+        lines.append(f"| {name} | {p['label']} | ({p['alpha']:.4g}, {p['beta']:.4g}) | "
+                     + " | ".join(_number(p["metrics"].get(k)) for k in metrics) + " |")
+    gap = max(abs(p["on_plane"][k] - p["metrics"][k]) for p in points.values()
+              for k in ("train_loss", "dev_loss") if k in p["metrics"])
+    lines += ["", f"The plane reproduces the three points' losses to {gap:.2g}.", "",
+              "## The straight path θ(α) = (1 − α)·θ_a + α·θ_b", "",
+              f"{len(result['path'])} points, α from 0 to 1. Barrier: the largest height of the "
+              "metric above the straight line between its values at θ_a and θ_b; above the "
+              "ends: its largest value minus the larger end value.", "",
+              "| metric | at θ_a | at θ_b | max (α) | barrier (α) | above the ends |",
+              "|---|---|---|---|---|---|"]
+    for key, b in result["barriers"].items():
+        lines.append(f"| {key} | {b['start']:.4g} | {b['end']:.4g} | {b['max']:.4g} "
+                     f"({b['alpha_of_max']:.3g}) | {b['barrier']:.4g} ({b['alpha']:.3g}) | "
+                     f"{b['above_endpoints']:.4g} |")
+    if result.get("curvature"):
+        lines += ["", "## Curvature at the two minima", "",
+                  "On the training sample above; hessian.md and sharpness.md hold every number.",
+                  "", "| run | λ_max | λ_min | ε | ε-sharpness (Keskar %) |",
+                  "|---|---|---|---|---|"]
+        for r in result["curvature"]:
+            h = r.get("hessian", {})
+            top = h.get("top_eigenvalues", [None])[0]
+            rows = r.get("sharpness") or [None]
+            for row in rows:
+                lines.append(f"| {r['label']} | {_number(top)} | {_number(h.get('lambda_min'))}"
+                             f" | {row['epsilon'] if row else '—'} | "
+                             f"{_number(row['keskar']) if row else '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_three_point(result, output_dir, direction):
+    """three_point.json/.md/.png/.csv/_path.csv/.npz of three_point.three_point's `result`
+    into `output_dir`, and hessian/sharpness files and summary.json of the two minima
+    (write_results); returns the files written."""
+    os.makedirs(output_dir, exist_ok=True)
+    written = []
+
+    def out(name):
+        written.append(os.path.join(output_dir, name))
+        return written[-1]
+
+    grids = {k: v for k, v in result.items() if isinstance(v, np.ndarray) and v.ndim == 2}
+    write_npz(out("three_point.npz"), alphas=result["alphas"], betas=result["betas"],
+              points=np.array([[p["alpha"], p["beta"]] for p in result["points"].values()]),
+              **grids)
+    atomic_write_csv(out("three_point.csv"), [
+        {"alpha": float(a), "beta": float(b), **{k: float(v[j, i]) for k, v in grids.items()}}
+        for j, b in enumerate(result["betas"]) for i, a in enumerate(result["alphas"])])
+    atomic_write_csv(out("three_point_path.csv"), result["path"])
+    summary = {k: v for k, v in result.items()
+               if k not in grids and k not in ("alphas", "betas", "curvature")}
+    summary["grid"] = {"alphas": [float(a) for a in result["alphas"]],
+                       "betas": [float(b) for b in result["betas"]]}
+    if result.get("curvature"):
+        summary["curvature"] = {
+            r["label"]: {**({"lambda_max": r["hessian"]["top_eigenvalues"][0],
+                             "lambda_min": r["hessian"]["lambda_min"]} if "hessian" in r else {}),
+                         **({"sharpness": [{k: row[k] for k in ("epsilon", "loss", "rise",
+                                                                  "keskar")}
+                                           for row in r["sharpness"]]}
+                            if "sharpness" in r else {})}
+            for r in result["curvature"]}
+    atomic_write_json(out("three_point.json"), summary)
+    atomic_write_text(out("three_point.md"), three_point_markdown(result))
+    plots.plot_three_point(result, out("three_point.png"))
+    runs = result.get("curvature") or result["runs"]
+    return written + write_results(runs, output_dir, direction)
