@@ -1,0 +1,71 @@
+"""Expected validation performance (kerasbert/analysis/evp.py) against brute force over every
+n-tuple of runs and against values worked by hand; the evp.json/.md/.png of a table."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from kerasbert.analysis import evp
+
+
+def _brute_force(values, n, greater):
+    """Mean and std of the best of every one of the N^n equally likely n-tuples."""
+    best = max if greater else min
+    bests = np.array([best(t) for t in itertools.product(values, repeat=n)])
+    return bests.mean(), bests.std()
+
+
+@pytest.mark.parametrize("greater", [True, False])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_expected_best_equals_the_average_over_every_tuple(n, greater):
+    values = [0.61, 0.70, 0.55, 0.70, 0.82]  # a tie too
+    mean, std = evp.expected_best(values, n, greater)
+    want_mean, want_std = _brute_force(values, n, greater)
+    assert mean == pytest.approx(want_mean, abs=1e-12)
+    assert std == pytest.approx(want_std, abs=1e-12)
+
+
+def test_hand_values():
+    # Scores 1, 2, 3. Best of 2: P(3) = 1 − (2/3)² = 5/9, P(2) = 4/9 − 1/9 = 3/9, P(1) = 1/9,
+    # so E = (3·5 + 2·3 + 1)/9 = 22/9; E[best²] = (9·5 + 4·3 + 1)/9 = 58/9.
+    mean, std = evp.expected_best([3, 1, 2], 2)
+    assert mean == pytest.approx(22 / 9)
+    assert std == pytest.approx(np.sqrt(58 / 9 - (22 / 9) ** 2))
+    # Lower is better: the best of 2 is the minimum, E = (1·5 + 2·3 + 3·1)/9 = 14/9.
+    assert evp.expected_best([3, 1, 2], 2, greater=False)[0] == pytest.approx(14 / 9)
+    # One run: the mean; many runs: the best score.
+    assert evp.expected_best([3, 1, 2], 1) == pytest.approx((2.0, np.sqrt(2 / 3)))
+    assert evp.expected_best([3, 1, 2], 200)[0] == pytest.approx(3.0)
+    assert evp.max_weights(3, 2) == pytest.approx([1 / 9, 3 / 9, 5 / 9])
+
+
+def test_curve_rises_with_n_and_carries_the_budget():
+    values = [0.5, 0.9, 0.7, 0.6]
+    points = evp.curve(values, cost={"steps": 100, "seconds": 2.5}, resamples=500)
+    assert [p["n"] for p in points] == [1, 2, 3, 4]
+    expected = [p["expected"] for p in points]
+    assert expected[0] == pytest.approx(np.mean(values))
+    assert expected == sorted(expected)  # more runs never lower the expected best
+    assert [p["steps"] for p in points] == [100, 200, 300, 400]
+    assert [p["seconds"] for p in points] == [2.5, 5.0, 7.5, 10.0]
+    for p in points:
+        assert p["low"] <= p["expected"] <= p["high"]
+        assert min(values) <= p["low"] and p["high"] <= max(values)
+    # The same seed, the same interval; lower-is-better curves fall.
+    assert evp.curve(values, resamples=500) == evp.curve(values, resamples=500)
+    falling = [p["expected"] for p in evp.curve(values, greater=False, resamples=0)]
+    assert falling == sorted(falling, reverse=True)
+    assert falling[-1] == pytest.approx(evp.expected_best(values, 4, False)[0])
+
+
+def test_one_score_has_no_interval_and_bad_input_is_refused():
+    assert evp.curve([0.8]) == [{"n": 1, "expected": 0.8, "std": 0.0, "low": None,
+                                 "high": None}]
+    with pytest.raises(ValueError, match="no scores"):
+        evp.expected_best([], 1)
+    with pytest.raises(ValueError, match="not finite"):
+        evp.expected_best([0.5, float("nan")], 1)
+    with pytest.raises(ValueError, match="n=0"):
+        evp.expected_best([0.5], 0)
