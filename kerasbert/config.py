@@ -282,6 +282,13 @@ class RunConfig:
         False, help="Keep the resume checkpoints (weights and optimizer state, about 3x the "
         "model's size each) in <output_dir>/checkpoints/ after the run finishes; by default a "
         "finished run deletes them (an unfinished or killed run always keeps them, to resume).")
+    stop_early_at: float | None = setting(
+        None, help="Stop the run after this fraction (0 to 1) of its training steps (all "
+        "phases counted): it keeps its resume checkpoint, evaluates on dev and writes "
+        "stop_point.json, but does not finish. The learning-rate schedule stays the full "
+        "run's, so the same command without this flag continues it to exactly the full run. "
+        "With several seeds and --continue_best=K: start many runs, stop them early, "
+        "continue the best K (Dodge et al. 2020).")
     save_trajectory_every: int = setting(
         0, help="Save the weights every N training steps, plus before the first and after the "
         "last, under <output_dir>/trajectory/ for `python -m kerasbert.landscape` (0 = off).")
@@ -393,6 +400,10 @@ class RunConfig:
         need(0 <= self.warmup_proportion <= 1, "warmup_proportion", "must be within [0, 1]")
         need(self.save_checkpoints_steps >= 0, "save_checkpoints_steps",
              "must be 0 (only at epoch ends) or a positive number of steps")
+        need(self.stop_early_at is None or 0 < self.stop_early_at < 1, "stop_early_at",
+             "must be a fraction of the training steps between 0 and 1")
+        need(self.stop_early_at is None or self.do_train, "stop_early_at",
+             "stops the training: needs --do_train")
         need(self.save_trajectory_every >= 0, "save_trajectory_every",
              "must not be negative (0 = off)")
         need(self.weight_decay >= 0, "weight_decay", "must not be negative")

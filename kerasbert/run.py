@@ -343,6 +343,27 @@ def execute(config, registry=None):
         return _execute(config, registry, task, head_spec)
 
 
+def record_stop(config, runner, timer, metrics):
+    """--stop_early_at: stop_point.json (where the run stopped, its dev metrics there, the
+    seconds so far). A stopped run returns its dev metrics there and writes nothing else: it
+    keeps its checkpoints, unfinished, for the same command without the flag to continue.
+    The stop may fall on the run's last step: then the run finishes as usual, and says so
+    ("finished": true)."""
+    stopped = runner.stopped
+    run_folder.write_stop_point(config.output_dir, {
+        "fraction": config.stop_early_at,
+        "step": stopped["step"] if stopped else runner.total_steps,
+        "total_steps": runner.total_steps, "seconds": round(timer.seconds(), 1),
+        "metrics": metrics, "finished": stopped is None})
+    if stopped is None:
+        return metrics
+    log(f"kerasbert: stopped at step {stopped['step']} of {runner.total_steps} "
+        f"(--stop_early_at={config.stop_early_at:g}); dev metrics there: "
+        + (", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) or "(no evaluation)")
+        + "; the same command without --stop_early_at continues it")
+    return metrics
+
+
 def execute_in_own_process(config):
     """`execute` in a fresh interpreter (spawned), for tools that run many runs: in one
     process every finished MiniLM run leaves ~290 MB that TensorFlow does not free (its
@@ -378,9 +399,13 @@ def _execute(config, registry, task, head_spec):
         log("kerasbert: " + distribute.describe_batch(
             strategy, config.train_batch_size, config.gradient_accumulation_steps)
             + f"; precision {config.mixed_precision}, XLA {'on' if config.jit_compile else 'off'}")
-        per_phase, metrics = PhaseRunner(model, strategy, task, config, train, dev_metrics,
-                                         log, kind=registry.kind_of(task)).run()
+        runner = PhaseRunner(model, strategy, task, config, train, dev_metrics, log,
+                             kind=registry.kind_of(task))
+        per_phase, metrics = runner.run()
     trainer = Trainer(model, registry.kind_of(task), strategy, optimizer=None)  # eval, predict
+    if train is not None and runner.stopped is not None:  # --stop_early_at
+        at_stop = runner.stopped["metrics"] or (dev_metrics(trainer) if config.do_eval else {})
+        return record_stop(config, runner, timer, at_stop)
 
     out = config.output_dir
     if config.do_train:  # the encoder's weights once: in model.weights.h5, which encoder/ names
@@ -397,6 +422,8 @@ def _execute(config, registry, task, head_spec):
     precision.set_policy("none")  # the next model built here (the export's) is float32
     if config.export_dir:  # before the finished marker: a run killed here resumes to export
         export_once(config, registry)
+    if train is not None and config.stop_early_at is not None:  # the stop was the last step
+        record_stop(config, runner, timer, metrics)
     run_folder.write_metrics(out, results, per_phase)
     if not config.keep_checkpoints:  # finished: the resume state is no longer needed
         run_folder.drop_resume_state(out)

@@ -16,6 +16,8 @@ the readers and writers of a run's config, metrics, history and eval results.
             trajectory/       weights along training (--save_trajectory_every)
             export.json       where the run's SavedModel went (--export_dir)
             report.md, curves.png, failed.json (a sweep's diverged run), sweep_pruned.json
+            stop_point.json   where --stop_early_at stopped the run: step, total steps,
+                              seconds so far and the dev metrics there
             .kerasbert.lock   while a process uses the folder (see `lock`)
     <sweep>/ runs/<lr…-r…>/ (one run folder each), sweep.json, sweep.csv, sweep.png, report.md
 
@@ -53,6 +55,7 @@ EXPORT_RECORD = "export.json"
 REPORT = "report.md"
 CURVES = "curves.png"
 FAILED = "failed.json"
+STOP_POINT = "stop_point.json"  # where --stop_early_at stopped the run, and its dev metrics
 PRUNED = "sweep_pruned.json"  # written by a sweep when it dropped a run's large files
 LOCK = ".kerasbert.lock"  # flock-ed by the process using the folder; names its pid (`lock`)
 ENCODER_DIR = "encoder"
@@ -64,7 +67,8 @@ BEST_HEAD = "best_head.npz"  # the frozen phase's best head (--frozen_patience)
 PHASE_METRICS = "phases.json"  # dev metrics at the end of each finished phase
 
 # The small files that say what a run did (a sweep keeps them when it prunes a run).
-SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, REPORT, CURVES, PRUNED, FAILED)
+SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, REPORT, CURVES, PRUNED, FAILED,
+                 STOP_POINT)
 FOLDER_ROLES = {TENSORBOARD_DIR: "TensorBoard events (`tensorboard --logdir` this folder)",
                 CHECKPOINT_DIR: "resume state (latest epoch)",
                 ENCODER_DIR: "the fine-tuned encoder (`--init_checkpoint=` this run)"}
@@ -216,6 +220,17 @@ def write_failure(run_dir, error):
     atomic_write_json(path(run_dir, FAILED), {"error": str(error)})
 
 
+def read_stop_point(run_dir):
+    """stop_point.json as a dict, or None: {"fraction", "step", "total_steps", "seconds",
+    "metrics", "finished"} (finished: the stop fell on the run's last step)."""
+    file = path(run_dir, STOP_POINT)
+    return read_json_object(file) if storage.isfile(file) else None
+
+
+def write_stop_point(run_dir, record):
+    atomic_write_json(path(run_dir, STOP_POINT), record)
+
+
 def read_export_record(run_dir):
     """The SavedModel folder a run exported to, or None."""
     file = path(run_dir, EXPORT_RECORD)
@@ -260,7 +275,7 @@ def changed_settings(run_dir, config, may_change):
 
 # Differences in these settings do not stop an unfinished run from resuming.
 RESUMABLE_CHANGES = ("overwrite_output_dir", "do_predict", "export_dir", "eval_batch_size",
-                     "save_checkpoints_steps", "keep_checkpoints")
+                     "save_checkpoints_steps", "keep_checkpoints", "stop_early_at")
 
 
 def check(config):

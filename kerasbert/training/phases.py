@@ -55,6 +55,24 @@ def head_variables(model):
     return [v for v in model.trainable_variables if v.path not in encoder]
 
 
+def stop_step(fraction, total_steps):
+    """The global step --stop_early_at=`fraction` stops after: the nearest whole step, at
+    least 1; None (no stop) without a fraction or when that is the run's last step."""
+    if fraction is None:
+        return None
+    step = max(1, round(fraction * total_steps))
+    return step if step < total_steps else None
+
+
+class StopPoint(Exception):
+    """Raised right after the checkpoint of the --stop_early_at step is written (as a kill
+    there would leave the run): `metrics` are the dev metrics there, when an epoch ended."""
+
+    def __init__(self, metrics):
+        super().__init__("stopped early")
+        self.metrics = metrics
+
+
 class PhaseRunner:
     """Runs the planned phases epoch by epoch: train, evaluate, log, checkpoint, resume."""
 
@@ -96,6 +114,11 @@ class PhaseRunner:
         self.writer = None  # made after a resume has trimmed the event files
         self.timer = Timer()
         self.trajectory = recorder_for(config, model)  # --save_trajectory_every (else None)
+        # --stop_early_at: the global step to stop after (None: run to the end). The
+        # schedules above are the full run's, so a continued run is the full run.
+        self.total_steps = sum(total for _, total in self.steps)
+        self.stop_step = stop_step(config.stop_early_at, self.total_steps)
+        self.stopped = None  # {"step", "metrics"} once the run stopped there
 
     def run(self):
         """Trains every phase; returns ({phase: dev metrics at its end}, last dev metrics).
@@ -125,9 +148,18 @@ class PhaseRunner:
             self.trajectory.start()  # θ0, before the first step (kept across a resume)
         for index in range(position.phase, len(self.phases)):
             phase = self.phases[index]
+            if self.stop_step is not None and self._global_step(index) >= self.stop_step:
+                # Started again with the same stop (or past it: an early-stopped phase
+                # skipped its last steps): stop here, with the checkpoint as it is.
+                self.stopped = {"step": self._global_step(index), "metrics": None}
+                return per_phase, {}
             start = position if index == position.phase else run_state.Position(phase=index)
             try:
                 metrics = self._run_phase(index, phase, start, history)
+            except StopPoint as stop:  # the resume checkpoint of the stop step is written
+                self.writer.flush()
+                self.stopped = {"step": self._global_step(index), "metrics": stop.metrics}
+                return per_phase, stop.metrics or {}
             except TrainingError as e:  # NaN: say what is kept and what to try
                 kept = self.state.last_good
                 raise type(e)(f"{e} (phase {phase.name}); the last good checkpoint "
@@ -204,6 +236,8 @@ class PhaseRunner:
                 count = steps - done
                 if every:
                     count = min(count, every - int(optimizer.iterations.numpy()) % every)
+                if self.stop_step is not None and self.stop_step > self._global_step(index):
+                    count = min(count, self.stop_step - self._global_step(index))
                 loss, accuracy = trainer.train_epoch(dataset.skip(done), count, on_step=on_step)
                 examples = self._examples_in(done, count)
                 loss_sum += loss * count
@@ -215,6 +249,8 @@ class PhaseRunner:
                     self.state.save(index, epoch, run_state.Position(
                         step=done, loss_sum=loss_sum, correct=correct, seen=seen,
                         best=best, since_best=since_best))
+                    if self._global_step(index) == self.stop_step:
+                        raise StopPoint(None)  # mid-epoch: dev is evaluated by the caller
             progress.epoch_end(int(optimizer.iterations.numpy()), epoch + 1, epochs)
             train_loss = loss_sum / max(done, 1)
             train_accuracy = correct / max(seen, 1) if self.kind.has_accuracy else None
@@ -258,6 +294,9 @@ class PhaseRunner:
                     stop = since_best >= phase.patience
             self.state.save(index, epoch + 1, run_state.Position(best=best,
                                                                      since_best=since_best))
+            if (self._global_step(index) == self.stop_step
+                    and self.stop_step < self.total_steps):
+                raise StopPoint(metrics)  # an epoch's end: its dev metrics are the stop's
             if stop:
                 self.log(f"kerasbert: {phase.name}: no {main_metric} gain for {phase.patience} "
                          f"epochs; restoring the best head (dev {main_metric}={best:.4f})")
