@@ -65,6 +65,10 @@ flags.DEFINE_list("seeds", None, "Restarts: one run per seed, e.g. 1,2,3 (a swee
                   "--seed, --seed+1, ... for --num_restarts).")
 flags.DEFINE_string("baseline", None, "Restarts tables (sweep, experiments): the row the others "
                     "are compared with, paired seed by seed; default: the first row.")
+flags.DEFINE_integer("continue_best", None, "Start many, stop early (kerasbert/stop_early.py): "
+                     "with --stop_early_at=F and several runs (--seeds, --num_restarts, "
+                     "--learning_rates), every run stops after F of its steps and only the K "
+                     "best on dev continue to the end (0: none, all stay stopped).")
 flags.DEFINE_boolean("verbose", False, "Print full tracebacks for input errors.")
 
 # The CLI-only flags of the short --help (RunConfig's come from their `group` metadata).

@@ -1,6 +1,7 @@
 """`python -m kerasbert.main --task=...`: the command line, and only that.
 
-    absl flags → RunConfig → kerasbert.run.execute (one run) or kerasbert.sweep (a grid)
+    absl flags → RunConfig → kerasbert.run.execute (one run), kerasbert.sweep (a grid) or
+    kerasbert.stop_early (a grid whose runs stop early, the best continuing)
 
 Bad flags, an unknown task or head, and --list_tasks / --list_heads are answered here,
 before any data is read; the run itself lives in kerasbert/run.py.
@@ -18,7 +19,7 @@ from absl import flags, logging
 from kerasbert import command
 from kerasbert import config as config_lib
 from kerasbert import flags as kb_flags  # noqa: F401  (defines the flags)
-from kerasbert import plugins, sweep
+from kerasbert import plugins, stop_early, sweep
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError
 from kerasbert.flags import head_options
@@ -61,7 +62,11 @@ def main(argv):
             "kerasbert_runs", f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     config = config_lib.RunConfig.from_flags(FLAGS, head_options(FLAGS, head, registry.heads))
     _started.update(output_dir=config.output_dir, output_dir_given=output_dir_given)
-    if asks_for_sweep(FLAGS):
+    if FLAGS.continue_best is not None or (config.stop_early_at is not None
+                                           and asks_for_sweep(FLAGS)):
+        stop_early.run_stop_early(config, FLAGS.continue_best, FLAGS.seeds, FLAGS.num_restarts,
+                                  FLAGS.learning_rates, registry)
+    elif asks_for_sweep(FLAGS):
         sweep.run_sweep(config, FLAGS.learning_rates, FLAGS.num_restarts, registry,
                         seeds=FLAGS.seeds, baseline=FLAGS.baseline)
     else:
