@@ -94,7 +94,7 @@ def next_steps(config):
     if on_sample:
         steps.append("`--data_dir=<the task's official files>` for the real data (this run "
                      "used the bundled sample)")
-    if config.do_train:
+    if config.do_train and config.stop_early_at is None:  # a stopped run has no weights yet
         steps.append(f"`--init_checkpoint={out}` to fine-tune further from this run")
     return steps
 

@@ -350,11 +350,14 @@ def record_stop(config, runner, timer, metrics):
     The stop may fall on the run's last step: then the run finishes as usual, and says so
     ("finished": true)."""
     stopped = runner.stopped
+    step = stopped["step"] if stopped else runner.total_steps
+    seconds = round(timer.seconds(), 1)
+    before = run_folder.read_stop_point(config.output_dir)
+    if before and before["step"] == step:  # stopped there before: that run's seconds count
+        seconds = before["seconds"]
     run_folder.write_stop_point(config.output_dir, {
-        "fraction": config.stop_early_at,
-        "step": stopped["step"] if stopped else runner.total_steps,
-        "total_steps": runner.total_steps, "seconds": round(timer.seconds(), 1),
-        "metrics": metrics, "finished": stopped is None})
+        "fraction": config.stop_early_at, "step": step, "total_steps": runner.total_steps,
+        "seconds": seconds, "metrics": metrics, "finished": stopped is None})
     if stopped is None:
         return metrics
     log(f"kerasbert: stopped at step {stopped['step']} of {runner.total_steps} "
@@ -405,7 +408,10 @@ def _execute(config, registry, task, head_spec):
     trainer = Trainer(model, registry.kind_of(task), strategy, optimizer=None)  # eval, predict
     if train is not None and runner.stopped is not None:  # --stop_early_at
         at_stop = runner.stopped["metrics"] or (dev_metrics(trainer) if config.do_eval else {})
-        return record_stop(config, runner, timer, at_stop)
+        record_stop(config, runner, timer, at_stop)
+        precision.set_policy("none")  # as a finished run leaves it
+        distribute.discard_worker_output(strategy, config.output_dir)
+        return at_stop
 
     out = config.output_dir
     if config.do_train:  # the encoder's weights once: in model.weights.h5, which encoder/ names

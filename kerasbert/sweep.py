@@ -22,7 +22,7 @@ import dataclasses
 import os
 import statistics
 
-from kerasbert import distribute, plugins, report, restarts, run_folder, storage
+from kerasbert import distribute, evp_report, plugins, report, restarts, run_folder, storage
 from kerasbert import run as run_lib
 from kerasbert.errors import InputError, TrainingError
 from kerasbert.export import saved_model
@@ -297,4 +297,6 @@ def write_summary(base, plan, results, task, best, baseline=None, greater=None):
     summary["experiment"] = experiment
     atomic_write_json(run_folder.path(base.output_dir, run_folder.SWEEP_JSON), summary)
     report.write_sweep_report(base.output_dir)
+    # evp.json/.md/.png: each learning rate's expected best of n restarts (Dodge et al.)
+    evp_report.write(base.output_dir, {base.task: table}, root=base.output_dir)
     return summary

@@ -69,3 +69,60 @@ def test_one_score_has_no_interval_and_bad_input_is_refused():
         evp.expected_best([0.5, float("nan")], 1)
     with pytest.raises(ValueError, match="n=0"):
         evp.expected_best([0.5], 0)
+
+
+def _fake_run(folder, accuracy, steps, seconds):
+    from kerasbert import run_folder
+
+    folder.mkdir(parents=True)
+    run_folder.write_run_history(str(folder), [
+        {"phase": "finetune", "epoch": 1, "step": steps // 2, "seconds": seconds / 2},
+        {"phase": "finetune", "epoch": 2, "step": steps, "seconds": seconds}])
+    run_folder.write_metrics(str(folder), {"accuracy": accuracy})
+
+
+def test_a_tables_rows_get_evp_json_md_and_png(tmp_path):
+    from kerasbert import evp_report, restarts
+
+    scores = {"a": [0.5, 0.7, 0.6], "b": [0.8, 0.6]}
+    rows = []
+    for label, values in scores.items():
+        runs = {}
+        for seed, value in enumerate(values, start=1):
+            folder = tmp_path / label / f"seed-{seed}"
+            _fake_run(folder, value, steps=10 * seed, seconds=4.0 * seed)
+            runs[seed] = str(folder)
+        rows.append({"label": label, "runs": runs})
+    rows.append({"label": "c", "runs": {1: str(tmp_path / "c" / "seed-1")}})  # never ran
+    table = restarts.summarize(restarts.collect(rows, "accuracy"), "accuracy")
+    before = json.dumps(table, sort_keys=True)
+    written = evp_report.write(str(tmp_path), {"sst2": table})
+    assert json.dumps(table, sort_keys=True) == before  # the table itself is untouched
+
+    saved = json.loads((tmp_path / "evp.json").read_text())
+    assert saved == json.loads(json.dumps(written))
+    a, b, c = saved["sst2"]["rows"]
+    assert (a["label"], a["n"], a["cost"]) == ("a", 3, {"steps": 20, "seconds": 8.0})
+    # Row a, best of 2 of {0.5, 0.6, 0.7}: (0.5·1 + 0.6·3 + 0.7·5)/9.
+    assert a["curve"][1]["expected"] == pytest.approx((0.5 + 1.8 + 3.5) / 9)
+    assert [p["steps"] for p in a["curve"]] == [20, 40, 60]
+    assert [p["seconds"] for p in a["curve"]] == [8.0, 16.0, 24.0]
+    # Row b: best of 2 of {0.6, 0.8}: 0.6·1/4 + 0.8·3/4.
+    assert b["curve"][1]["expected"] == pytest.approx(0.75)
+    assert b["cost"] == {"steps": 15, "seconds": 6.0}
+    assert (c["n"], c["curve"]) == (0, [])
+    md = (tmp_path / "evp.md").read_text()
+    assert "| a | 2 | 0.6444 ± " in md and "| c | 0 | – (no finished run) |" in md
+    assert (tmp_path / "evp.png").stat().st_size > 5000
+
+
+def test_lower_is_better_tables_expect_the_lowest(tmp_path):
+    from kerasbert import evp_report
+
+    table = {"metric": "loss", "higher_is_better": False,
+             "rows": [{"label": "x", "values": [3.0, 1.0, 2.0], "seeds": [1, 2, 3],
+                       "dirs": {}}]}
+    result = evp_report.table_evp(table, resamples=0)
+    assert [p["expected"] for p in result["rows"][0]["curve"]] == pytest.approx(
+        [2.0, 14 / 9, evp.expected_best([3, 1, 2], 3, greater=False)[0]])
+    assert result["rows"][0]["cost"] == {"steps": None, "seconds": None}

@@ -58,7 +58,8 @@ def test_a_stopped_run_continued_is_the_uninterrupted_run(tmp_path, uninterrupte
     assert stop["metrics"] == at_stop and set(at_stop) == set(metrics)
     # The same command again stops at the same place, training nothing more.
     assert run_lib.execute(_config(out, stop_early_at=fraction)) == pytest.approx(at_stop)
-    assert json.loads((out / run_folder.STOP_POINT).read_text())["step"] == step
+    assert json.loads((out / run_folder.STOP_POINT).read_text()) == {
+        **stop, "metrics": pytest.approx(at_stop)}  # the first stop's seconds too
 
     continued = run_lib.execute(_config(out))  # the same command without the flag
     assert continued == pytest.approx(metrics, abs=1e-6)

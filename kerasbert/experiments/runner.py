@@ -22,7 +22,7 @@ echoes the Markdown.
 import dataclasses
 import sys
 
-from kerasbert import metrics, restarts
+from kerasbert import evp_report, metrics, restarts
 from kerasbert.errors import InputError
 
 
@@ -91,8 +91,10 @@ def summarize(rows, metric, task=None, split=None, baseline=None, info=None):
 
 def publish(folder, stem, tables, text, experiment):
     """`<stem>.md` (the text) and `<stem>.json` ({"command", "experiment", "tables",
-    "measured_on"}) in `folder`, and the text on stdout."""
+    "measured_on"}) in `folder`, and the text on stdout; beside them evp.json, evp.md and
+    evp.png: each row's expected validation performance (kerasbert/evp_report.py)."""
     restarts.write_outputs(folder, stem, tables, text, restarts.command_line(), experiment)
+    evp_report.write(folder, tables)
     sys.stdout.write(text)
 
 

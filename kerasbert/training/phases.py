@@ -294,8 +294,7 @@ class PhaseRunner:
                     stop = since_best >= phase.patience
             self.state.save(index, epoch + 1, run_state.Position(best=best,
                                                                      since_best=since_best))
-            if (self._global_step(index) == self.stop_step
-                    and self.stop_step < self.total_steps):
+            if self._global_step(index) == self.stop_step:
                 raise StopPoint(metrics)  # an epoch's end: its dev metrics are the stop's
             if stop:
                 self.log(f"kerasbert: {phase.name}: no {main_metric} gain for {phase.patience} "
