@@ -246,8 +246,9 @@ def markdown(summary):
              + (f", {100 * c['saved_fraction']:.1f}%" if c["saved_fraction"] is not None
                 else "") + ")"
              + (f"; {c['seconds']:.1f} s of training and dev evaluation against an estimated "
-                f"{c['full_run_seconds_estimate']:.1f} s (from the {c['seconds_estimated_from']}"
-                " finished runs)" if c["full_run_seconds_estimate"] is not None else "")
+                f"{c['full_run_seconds_estimate']:.1f} s (a full run's seconds: the mean of "
+                f"{c['seconds_estimated_from']} finished)"
+                if c["full_run_seconds_estimate"] is not None else "")
              + ".", "",
              f"| run | seed | learning rate | steps trained | dev {metric} at the stop | "
              f"continued | dev {metric} at the end |", "|---|---|---|---|---|---|---|"]

@@ -193,3 +193,26 @@ def test_cli_refuses_a_stop_early_sweep_without_continue_best(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "kerasbert: error: --stop_early_at=0.5: with 2 runs, say how many of them continue "
         "to the end: --continue_best=K")
+
+
+def test_the_best_at_the_stop_continue_in_the_metrics_direction(tmp_path):
+    from kerasbert import stop_early, sweep
+
+    plan = sweep.plan_sweep(_config(tmp_path), [1e-3], 5, None)
+    values = [0.30, 0.10, 0.20, 0.10, None]  # the last run failed before its stop
+    for run, value in zip(plan, values):
+        out = run.config.output_dir
+        (tmp_path / "runs" / run.name).mkdir(parents=True)
+        if value is None:
+            run_folder.write_failure(out, "loss became NaN")
+        else:
+            run_folder.write_stop_point(out, {"fraction": 0.5, "step": 4, "total_steps": 8,
+                                              "seconds": 1.0, "metrics": {"loss": value},
+                                              "finished": False})
+    names = [run.name for run in plan]
+    # Lower is better: 0.10 twice (the earlier run first), then 0.20; the failed one never.
+    assert stop_early.choose(plan, "loss", False, 2) == [names[1], names[3]]
+    assert stop_early.choose(plan, "loss", False, 3) == [names[1], names[2], names[3]]
+    assert stop_early.choose(plan, "loss", True, 1) == [names[0]]
+    assert stop_early.choose(plan, "loss", False, 5) == names[:4]
+    assert stop_early.choose(plan, "loss", False, 0) == []
