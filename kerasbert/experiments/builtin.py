@@ -33,6 +33,12 @@ EXPERIMENTS = (
         "fine-tuned or feature-based over seeds (table.md, results.json)",
         "Devlin et al. 2019, Table 5"),
     ExperimentSpec(
+        "stability", "kerasbert.experiments.stability",
+        "fine-tuning stability: failure rates, variance and expected best of BERT's, "
+        "Mosbach's and Zhang's recipes over seeds, the data order × initialisation grid, "
+        "start-many-stop-early, the failed run's plane (stability.md/json)",
+        "Dodge et al. 2020, Mosbach et al. 2021, Zhang et al. 2021"),
+    ExperimentSpec(
         name="findings", module="kerasbert.experiments.findings",
         description="the findings report from the experiments' JSON: a verdict per claim "
                     "(Holm-corrected) and per measurement",

@@ -1,0 +1,381 @@
+"""Fine-tuning stability (Dodge et al. 2020, Mosbach et al. 2021, Zhang et al. 2021): how
+often runs fail, where the spread over seeds comes from, and the recipes that cure it.
+
+    python -m kerasbert.experiments stability --task=rte --data_dir=../shared/data/glue/RTE \
+        --max_train_examples=1000 --max_seq_length=64 --learning_rate=2e-5 \
+        --seeds=1,2,3,4,5,6,7,8,9,10 --recipes=bert,mosbach,zhang --grid_seeds=1,2,3,4,5 \
+        --stop_early_seeds=31,...,70 --stop_early_at=0.25 --continue_best=5 \
+        --plane --output_dir=runs/stability-rte
+
+Takes every `kerasbert.main` flag (the recipes change only what they name). Recipes, each a
+row of runs over --seeds in `<output_dir>/<recipe>/seed-<n>/`:
+- bert: google-research/bert's optimizer, no bias correction (--adam_bias_correction=false),
+  --num_train_epochs (default the task's 3), warm-up --warmup_proportion;
+- mosbach: bias correction on and --long_epochs (default twice --num_train_epochs), the
+  same warm-up (Mosbach et al.'s recipe, its epochs scaled to the budget);
+- zhang: bias correction on and the top --reinit_layers (default 2) layers and the pooler
+  re-initialised (--reinit_top_layers), --num_train_epochs.
+--grid_seeds: every (data order, head initialisation) pair of these seeds on the bert
+recipe, dropout at --seed, in `<output_dir>/grid/order-<d>-init-<i>/` (Dodge et al.'s
+split of the variance; 5 × 5 at least for a verdict). --stop_early_seeds with
+--stop_early_at and --continue_best: start-many-stop-early on the bert recipe in
+`<output_dir>/stop_early/` (kerasbert/stop_early.py). --plane: the three-point landscape
+(`python -m kerasbert.landscape --mode=three_point,hessian,sharpness`) through the
+pre-trained encoder, the bert recipe's lowest failed run and its median successful run.
+
+Writes `stability.md` and `stability.json`: the recipes' table (kerasbert/restarts.py: n,
+mean ± std, 95% interval, failure rate with its Clopper–Pearson interval, the paired
+difference to bert) and `evp.*` beside it; per recipe the successful runs' mean ± std,
+Levene's test (Brown–Forsythe) of its variance against bert's; the grid's variance split;
+the gradient-norm signature (failed vs successful runs' last-epoch gradient norm, per
+group); the stop-early campaign against bert's expected best of as many full runs' steps;
+and the plane's barrier. Finished runs are reused. Importing this module loads no
+TensorFlow.
+"""
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+
+from kerasbert import restarts, run_folder
+from kerasbert.errors import InputError
+from kerasbert.experiments import runner
+
+BERT, MOSBACH, ZHANG = "bert", "mosbach", "zhang"
+RECIPES = (BERT, MOSBACH, ZHANG)
+GRID = "grid"
+STOP_EARLY = "stop_early"
+PLANE = "plane"
+TOTAL = "grad_norm/total"
+
+
+def define_flags(flag_values):
+    from absl import flags
+
+    if "recipes" in flag_values:  # run twice in one process: defined once
+        return
+    flags.DEFINE_list("recipes", list(RECIPES), "Rows of runs over --seeds: "
+                      + ", ".join(RECIPES) + " (see --helpfull of this module).",
+                      flag_values=flag_values)
+    flags.DEFINE_float("long_epochs", None, "The mosbach recipe's epochs (default: twice "
+                       "--num_train_epochs).", flag_values=flag_values)
+    flags.DEFINE_integer("reinit_layers", 2, "The zhang recipe's re-initialised top layers.",
+                         flag_values=flag_values)
+    flags.DEFINE_list("grid_seeds", [], "Seeds for the data order × head initialisation grid "
+                      "on the bert recipe (every pair; none: no grid).", flag_values=flag_values)
+    flags.DEFINE_list("stop_early_seeds", [], "Seeds of the start-many-stop-early campaign on "
+                      "the bert recipe (with --stop_early_at and --continue_best).",
+                      flag_values=flag_values)
+    flags.DEFINE_boolean("plane", False, "Also the three-point landscape through the "
+                         "pre-trained encoder, a failed and a successful bert run.",
+                         flag_values=flag_values)
+
+
+# --- The plan ------------------------------------------------------------------------------
+
+def recipe_changes(name, base, long_epochs=None, reinit_layers=2):
+    """The RunConfig fields a recipe sets (`base` resolved: its epochs are the task's)."""
+    epochs = base.num_train_epochs
+    if name == BERT:
+        return {"adam_bias_correction": False}
+    if name == MOSBACH:
+        return {"adam_bias_correction": True,
+                "num_train_epochs": long_epochs if long_epochs else 2 * epochs}
+    if name == ZHANG:
+        return {"adam_bias_correction": True, "reinit_top_layers": reinit_layers}
+    raise InputError(f"--recipes: {name!r} is not a recipe; choose from {', '.join(RECIPES)}")
+
+
+def plan_rows(base, task, seeds, recipes, long_epochs=None, reinit_layers=2):
+    """(label, {seed: config}) per recipe, in `<output_dir>/<recipe>/`."""
+    if not recipes:
+        raise InputError("--recipes: give at least one of " + ", ".join(RECIPES))
+    if len(set(recipes)) != len(recipes):
+        raise InputError(f"--recipes: {','.join(recipes)} names a recipe twice")
+    if long_epochs is not None and long_epochs <= 0:
+        raise InputError(f"--long_epochs={long_epochs}: must be positive")
+    resolved = base.resolved(task)
+    return [(name, runner.seed_runs(base, task, os.path.join(base.output_dir, name), seeds,
+                                    **recipe_changes(name, resolved, long_epochs,
+                                                     reinit_layers)))
+            for name in recipes]
+
+
+def plan_grid(base, task, grid_seeds):
+    """{(order seed, init seed): config} of the bert recipe, dropout at --seed."""
+    if len(grid_seeds) == 1:
+        raise InputError("--grid_seeds: give at least two seeds (a grid of one is no split)")
+    return {(d, i): dataclasses.replace(
+        base, seed=base.seed, data_order_seed=d, head_init_seed=i, dropout_seed=None,
+        vary_seed="all", output_dir=os.path.join(base.output_dir, GRID,
+                                                 f"order-{d}-init-{i}"),
+        overwrite_output_dir=False, **recipe_changes(BERT, base)).resolved(task)
+        for d in grid_seeds for i in grid_seeds}
+
+
+# --- Reading the runs ----------------------------------------------------------------------
+
+def last_grad_norms(run_dir):
+    """The last epoch's mean gradient norm per group (history.csv's grad_norm/<group>), {}
+    when the run recorded none."""
+    history = run_folder.read_run_history(run_dir)
+    for row in reversed(history):
+        norms = {k.split("/", 1)[1]: float(v) for k, v in row.items()
+                 if k.startswith("grad_norm/") and v not in ("", None)}
+        if norms:
+            return norms
+    return {}
+
+
+def recipe_stability(row, bert_row, greater):
+    """One recipe's failures, successful runs, Levene against bert and EVP points."""
+    from kerasbert.analysis import evp, stability
+
+    values = [v for v in row["values"].values() if v is not None]
+    failures = restarts.failure_summary(row)
+    out = {"label": row["label"], "n": len(values), "failures": failures}
+    if bert_row is not None and bert_row is not row:
+        other = [v for v in bert_row["values"].values() if v is not None]
+        if len(values) >= 2 and len(other) >= 2:
+            out["levene_vs_bert"] = stability.levene(values, other)
+    if values:
+        out["evp"] = {p["n"]: p["expected"] for p in evp.curve(values, greater, resamples=0)
+                      if p["n"] in (1, 5, 10, 20, len(values))}
+    return out
+
+
+def grad_signature(collected):
+    """Failed vs successful runs' last-epoch gradient norms (every recipe's runs pooled):
+    per group the geometric-mean ratio failed / successful with its interval."""
+    from kerasbert.analysis import stability
+
+    failed, kept = [], []
+    for row in collected:
+        for seed, verdict in (row.get("failure_checks") or {}).items():
+            norms = last_grad_norms(row["dirs"][seed])
+            if norms and verdict is not None:
+                (failed if verdict else kept).append(norms)
+    out = {"failed_runs": len(failed), "successful_runs": len(kept), "groups": {}}
+    if not failed or not kept:
+        return out
+    for group in failed[0]:
+        a = [n[group] for n in failed if n.get(group, 0) > 0]
+        b = [n[group] for n in kept if n.get(group, 0) > 0]
+        if a and b:
+            out["groups"][group] = stability.norm_ratio(a, b)
+    return out
+
+
+def grid_split(grid, metric):
+    from kerasbert.analysis import stability
+
+    seeds = sorted({d for d, _ in grid})
+    values = [[run_folder.read_metrics(grid[(d, i)].output_dir).get(metric) for i in seeds]
+              for d in seeds]
+    if any(v is None for r in values for v in r):
+        return None
+    return {"seeds": seeds, "values": values, **stability.seed_grid_components(values)}
+
+
+def plane_pair(row, greater):
+    """(failed run folder, successful run folder) for the plane: the lowest-scoring failed
+    run and the median successful run of the row; None without one of each."""
+    checks = row.get("failure_checks") or {}
+    failed = [s for s, f in checks.items() if f and row["values"].get(s) is not None]
+    kept = sorted((row["values"][s], s) for s, f in checks.items()
+                  if f is False and row["values"].get(s) is not None)
+    if not failed or not kept:
+        return None
+    worst = (min if greater else max)(failed, key=lambda s: row["values"][s])
+    return row["dirs"][worst], row["dirs"][kept[(len(kept) - 1) // 2][1]]
+
+
+def run_plane(pair, output_dir, log=print):
+    """The three-point landscape through θ0 and the pair, in its own process; its
+    three_point.json, or None when it failed."""
+    folder = os.path.join(output_dir, PLANE)
+    summary = os.path.join(folder, "three_point.json")
+    if not os.path.isfile(summary):
+        command = [sys.executable, "-m", "kerasbert.landscape", f"--run_dir={pair[0]}",
+                   f"--compare_run_dir={pair[1]}", "--mode=three_point,hessian,sharpness",
+                   f"--output_dir={folder}"]
+        log("stability: the plane: " + " ".join(command))
+        if subprocess.run(command, check=False).returncode != 0:
+            log("stability: the plane's landscape command failed; the rest is reported")
+            return None
+    return _read(summary)
+
+
+def _read(path):
+    from kerasbert.io_utils import read_json_object
+
+    return read_json_object(path)
+
+
+# --- The report ----------------------------------------------------------------------------
+
+def _pct(x):
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def stability_markdown(per_recipe, grads, grid, stop_early, plane, scale):
+    lines = ["", "#### Per recipe", "",
+             "| recipe | n | failed | failure rate [95% CP] | successful: mean ± std | "
+             "Levene vs bert: W, p | E[best of 1 / 5 / 10 / 20] |", "|---|---|---|---|---|---|---|"]
+    for r in per_recipe:
+        f = r["failures"]
+        failed = "–" if f is None else f"{f['count']}/{f['n']}"
+        rate = "–" if f is None else f"{_pct(f['rate'])} [{_pct(f['low'])}, {_pct(f['high'])}]"
+        s = f and f["successful"]
+        kept = ("–" if not s else f"{s['mean'] * scale:.1f}"
+                + ("" if s["std"] is None else f" ± {s['std'] * scale:.1f}"))
+        lev = r.get("levene_vs_bert")
+        lev = "–" if lev is None else f"{lev['W']:.2f}, {lev['p']:.3f}"
+        evp_points = r.get("evp", {})
+        best = " / ".join("–" if evp_points.get(n) is None else f"{evp_points[n] * scale:.1f}"
+                          for n in (1, 5, 10, 20))
+        lines.append(f"| {r['label']} | {r['n']} | {failed} | {rate} | {kept} | {lev} | "
+                     f"{best} |")
+    lines += ["", "#### Gradient norms: failed vs successful runs (last epoch's mean)", ""]
+    if not grads["groups"]:
+        lines.append(f"Not measured: {grads['failed_runs']} failed and "
+                     f"{grads['successful_runs']} successful runs recorded gradient norms.")
+    else:
+        lines += [f"{grads['failed_runs']} failed, {grads['successful_runs']} successful runs; "
+                  "geometric-mean ratio failed / successful, 95% interval (Welch, log scale).",
+                  "", "| group | ratio | 95% interval |", "|---|---|---|"]
+        for group, r in grads["groups"].items():
+            interval = ("–" if r["low"] is None else f"[{r['low']:.3g}, {r['high']:.3g}]")
+            lines.append(f"| {group} | {r['ratio']:.3g} | {interval} |")
+    if grid is not None:
+        v, sh, ratio = grid["variance"], grid["share"], grid["ratio"]
+        lines += ["", f"#### Data order vs initialisation ({grid['shape'][0]} × "
+                  f"{grid['shape'][1]} grid, bert recipe, dropout at --seed)", "",
+                  "| part | variance (× 100²) | share | F test p |", "|---|---|---|---|"]
+        for part in ("data_order", "init", "residual"):
+            p = grid["test"].get(part, {}).get("p") if part != "residual" else None
+            lines.append(f"| {part.replace('_', ' ')} | {v[part] * scale ** 2:.2f} | "
+                         f"{_pct(sh[part])}% | {'–' if p is None else f'{p:.3f}'} |")
+        if ratio["value"] is not None:
+            lines += ["", f"Mean-square ratio data order / init: {ratio['value']:.2f} "
+                      f"[{ratio['low']:.2f}, {ratio['high']:.2f}] (95%, F)."]
+    if stop_early is not None:
+        lines += ["", "#### Start many, stop early (bert recipe)", "", stop_early]
+    if plane is not None:
+        lines += ["", "#### The failed run's plane", "", plane]
+    return "\n".join(lines) + "\n"
+
+
+def stop_early_text(folder, bert_values, greater, scale):
+    """The campaign's best against bert's expected best of as many full runs' steps."""
+    from kerasbert.analysis import evp
+
+    path = os.path.join(folder, "stop_early.json")
+    if not os.path.isfile(path):
+        return None
+    summary = _read(path)
+    compute = summary.get("compute", {})
+    steps, runs = compute.get("steps"), compute.get("runs")
+    full = compute["full_run_steps"] / runs if runs else None  # one full run's steps
+    best = summary.get("best_value")
+    text = f"See [stop_early.md]({STOP_EARLY}/stop_early.md)."
+    if steps and full and bert_values and best is not None:
+        runs = steps / full
+        n = max(1, math.floor(runs))
+        expected, _ = evp.expected_best(bert_values, n, greater)
+        text += (f" Best continued run: {best * scale:.1f}, for {steps} optimizer steps "
+                 f"= {runs:.1f} full runs; bert's expected best of {n} full runs: "
+                 f"{expected * scale:.1f}.")
+    return text
+
+
+def plane_text(record):
+    if record is None:
+        return None
+    parts = [f"{name.replace('_', ' ')}: barrier {b['barrier']:.4f} at α = {b['alpha']:g} "
+             f"(highest point {b['above_endpoints']:+.4f} above the higher end)"
+             for name, b in (record.get("barriers") or {}).items()]
+    curvature = record.get("curvature") or {}
+    parts += [f"{label}: λ_max {c['lambda_max']:.4g}" for label, c in curvature.items()
+              if "lambda_max" in c]
+    return f"See [three_point.md]({PLANE}/three_point.md). " + "; ".join(parts) + "."
+
+
+def main(argv):
+    from kerasbert.main import FLAGS
+
+    runner.no_arguments(argv)
+    task, base, seeds = runner.from_flags(FLAGS)
+    rows = plan_rows(base, task, seeds, FLAGS.recipes, FLAGS.long_epochs, FLAGS.reinit_layers)
+    grid_seeds = restarts.parse_seeds(FLAGS.grid_seeds, None, "--grid_seeds") \
+        if FLAGS.grid_seeds else []
+    grid = plan_grid(base, task, grid_seeds) if grid_seeds else {}
+    stop_seeds = (restarts.parse_seeds(FLAGS.stop_early_seeds, None, "--stop_early_seeds")
+                  if FLAGS.stop_early_seeds else [])
+    if stop_seeds and (base.stop_early_at is None or FLAGS.continue_best is None):
+        raise InputError("--stop_early_seeds: give --stop_early_at=F and --continue_best=K too")
+    if not stop_seeds and base.stop_early_at is not None:
+        raise InputError(f"--stop_early_at={base.stop_early_at}: the recipes' runs train to "
+                         "the end; it is for --stop_early_seeds")
+    runner.run_rows(rows + ([(GRID, dict(enumerate(grid.values())))] if grid else []),
+                    "stability", BERT if BERT in FLAGS.recipes else None)
+    if stop_seeds:
+        from kerasbert import stop_early
+        from kerasbert import run as run_lib
+
+        campaign = dataclasses.replace(
+            base, output_dir=os.path.join(base.output_dir, STOP_EARLY),
+            overwrite_output_dir=False, **recipe_changes(BERT, base.resolved(task)))
+        stop_early.run_stop_early(campaign, FLAGS.continue_best, seeds=stop_seeds,
+                                  execute=lambda config, _: run_lib.execute_in_own_process(config))
+    write_outputs(base.output_dir, task, rows, grid, seeds, FLAGS.plane)
+    return 0
+
+
+def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
+    from kerasbert import metrics
+
+    metric = task.main_metric
+    greater = metrics.greater_is_better(metric, task, getattr(task, "registered_kind", None))
+    scale = 100.0  # every metric a stability task reports is a share or a correlation
+    baseline = BERT if any(label == BERT for label, _ in rows) else None
+    table = runner.summarize(rows, metric, task, task.dev_splits[0], baseline)
+    collected = restarts.collect(
+        [{"label": label, "runs": {s: c.output_dir for s, c in runs.items()}}
+         for label, runs in rows], metric, task, task.dev_splits[0])
+    bert_row = next((r for r in collected if r["label"] == BERT), None)
+    per_recipe = [recipe_stability(r, bert_row, greater) for r in collected]
+    grads = grad_signature(collected)
+    split = grid_split(grid, metric) if grid else None
+    bert_values = [v for v in (bert_row or {"values": {}})["values"].values() if v is not None]
+    early = stop_early_text(os.path.join(output_dir, STOP_EARLY), bert_values, greater, scale)
+    record = None
+    if plane and bert_row is not None:
+        pair = plane_pair(bert_row, greater)
+        record = run_plane(pair, output_dir) if pair else None
+    first = rows[0][1][seeds[0]]
+    header = (f"### {task.name}: fine-tuning stability over seeds {', '.join(map(str, seeds))}"
+              f"\n\nData {first.data_dir or 'bundled sample'} (max_train_examples "
+              f"{first.max_train_examples}), lr {first.learning_rate:g}, batch "
+              f"{first.train_batch_size}, max_seq_length {first.max_seq_length}; recipes: "
+              + "; ".join(f"{label}: {runs[seeds[0]].num_train_epochs:g} epochs, bias "
+                          f"correction {'on' if runs[seeds[0]].adam_bias_correction else 'off'}"
+                          + (f", re-init top {runs[seeds[0]].reinit_top_layers}"
+                             if runs[seeds[0]].reinit_top_layers else "")
+                          for label, runs in rows) + ".\n\n")
+    text = (header + restarts.markdown(table, scale=scale, row_header="recipe")
+            + stability_markdown(per_recipe, grads, split, early,
+                                 plane_text(record), scale))
+    experiment = restarts.experiment(first, seeds, recipes=[label for label, _ in rows])
+    runner.publish(output_dir, "stability", {task.name: table}, text, experiment)
+    extra = {"per_recipe": per_recipe, "grad_norms": grads, "grid": split,
+             "plane": record, "stop_early": early}
+    from kerasbert.io_utils import atomic_write_json
+
+    atomic_write_json(os.path.join(output_dir, "stability_analysis.json"), extra)
+    return text
+
+
+run = runner.command(main, define_flags)

@@ -1,0 +1,133 @@
+"""The stability experiment: its recipes, its readings of the runs and, end to end on a
+tiny encoder, its table, grid, gradient norms and stop-early campaign."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kerasbert.config import RunConfig
+from kerasbert.errors import InputError
+from kerasbert.experiments import stability
+from kerasbert.run_folder import write_run_history
+
+COMMAND = [sys.executable, "-m", "kerasbert.experiments", "stability"]
+
+
+def test_recipes_set_what_the_papers_change():
+    base = RunConfig(task="rte", output_dir="out", num_train_epochs=3.0)
+    assert stability.recipe_changes("bert", base) == {"adam_bias_correction": False}
+    assert stability.recipe_changes("mosbach", base) == {"adam_bias_correction": True,
+                                                         "num_train_epochs": 6.0}
+    assert stability.recipe_changes("mosbach", base, long_epochs=10)["num_train_epochs"] == 10
+    assert stability.recipe_changes("zhang", base, reinit_layers=3) == {
+        "adam_bias_correction": True, "reinit_top_layers": 3}
+    with pytest.raises(InputError, match="--recipes: 'adam' is not a recipe"):
+        stability.recipe_changes("adam", base)
+
+
+def test_plans_refuse_a_recipe_twice_and_a_grid_of_one(tmp_path):
+    from kerasbert import plugins
+
+    task = plugins.registry().task("rte")
+    base = RunConfig(task="rte", output_dir=str(tmp_path))
+    with pytest.raises(InputError, match="names a recipe twice"):
+        stability.plan_rows(base, task, [1], ["bert", "bert"])
+    with pytest.raises(InputError, match="--long_epochs=0"):
+        stability.plan_rows(base, task, [1], ["mosbach"], long_epochs=0)
+    with pytest.raises(InputError, match="--grid_seeds: give at least two"):
+        stability.plan_grid(base, task, [1])
+    rows = stability.plan_rows(base, task, [1, 2], ["bert", "zhang"])
+    assert [label for label, _ in rows] == ["bert", "zhang"]
+    assert rows[0][1][2].adam_bias_correction is False and rows[0][1][2].seed == 2
+    assert rows[1][1][1].reinit_top_layers == 2
+    grid = stability.plan_grid(base, task, [1, 2])
+    cell = grid[(2, 1)]
+    assert (cell.data_order_seed, cell.head_init_seed, cell.seed_of("dropout")) == (2, 1, 42)
+    assert cell.output_dir.endswith("grid/order-2-init-1")
+
+
+def _row(tmp_path, label, runs):
+    """A collected row of hand-made runs: {seed: (value, failed, total grad norm)}."""
+    dirs = {}
+    for seed, (_, _, norm) in runs.items():
+        folder = tmp_path / f"{label}-{seed}"
+        folder.mkdir()
+        if norm is not None:
+            write_run_history(str(folder), [
+                {"epoch": 1, "grad_norm/total": 5.0, "grad_norm/head": 1.0},
+                {"epoch": 2, "grad_norm/total": norm, "grad_norm/head": norm / 10}])
+        dirs[seed] = str(folder)
+    return {"label": label, "dirs": dirs, "values": {s: v for s, (v, _, _) in runs.items()},
+            "failure_checks": {s: f for s, (_, f, _) in runs.items()}}
+
+
+def test_gradient_signature_compares_failed_and_successful_runs_last_epochs(tmp_path):
+    row = _row(tmp_path, "bert", {1: (0.52, True, 0.01), 2: (0.60, False, 1.0),
+                                  3: (0.52, True, 0.001), 4: (0.62, False, 0.1)})
+    got = stability.grad_signature([row])
+    assert (got["failed_runs"], got["successful_runs"]) == (2, 2)
+    # geomeans: √(0.01·0.001) / √(1·0.1) = 1e-2
+    assert got["groups"]["total"]["ratio"] == pytest.approx(0.01)
+    assert got["groups"]["head"]["ratio"] == pytest.approx(0.01)
+    no_norms = _row(tmp_path, "old", {1: (0.5, True, None), 2: (0.6, False, None)})
+    assert stability.grad_signature([no_norms])["groups"] == {}
+
+
+def test_plane_pair_is_the_worst_failed_and_the_median_successful_run(tmp_path):
+    row = _row(tmp_path, "bert", {1: (0.53, True, None), 2: (0.51, True, None),
+                                  3: (0.60, False, None), 4: (0.58, False, None),
+                                  5: (0.65, False, None)})
+    assert stability.plane_pair(row, greater=True) == (row["dirs"][2], row["dirs"][3])
+    only_kept = _row(tmp_path, "b", {1: (0.6, False, None)})
+    assert stability.plane_pair(only_kept, greater=True) is None
+
+
+def test_stop_early_needs_its_flags(tmp_path):
+    out = tmp_path / "s"
+    result = subprocess.run(
+        [*COMMAND, "--task=rte", "--stop_early_seeds=1,2", f"--output_dir={out}"],
+        check=False, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "--stop_early_seeds: give --stop_early_at=F and --continue_best=K too")
+    assert not out.exists()
+
+
+@pytest.mark.large
+def test_recipes_grid_and_stop_early_end_to_end(tmp_path):
+    from kerasbert.model import encoders
+
+    given = tmp_path / "pretrained"
+    encoder = encoders.random_encoder("2/32/2", max_position=64, seed=0)
+    encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
+    out = tmp_path / "stability"
+    args = [*COMMAND, "--task=rte", f"--init_checkpoint={given}", "--max_seq_length=32",
+            "--max_train_examples=16", "--max_eval_examples=16", "--train_batch_size=8",
+            "--num_train_epochs=1", "--learning_rate=1e-4", "--seeds=1,2",
+            "--recipes=bert,zhang", "--reinit_layers=1", "--grid_seeds=1,2",
+            "--stop_early_seeds=3,4,5", "--stop_early_at=0.5", "--continue_best=1",
+            f"--output_dir={out}"]
+    result = subprocess.run(args, check=False, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = (out / "stability.md").read_text()
+    assert text in result.stdout
+    assert "| bert | 2 |" in text and "| zhang | 2 |" in text
+    assert "bert: 1 epochs, bias correction off" in text
+    assert "zhang: 1 epochs, bias correction on, re-init top 1" in text
+    assert "Data order vs initialisation (2 × 2 grid" in text
+    assert "Start many, stop early" in text and "full runs" in text
+    analysis = json.loads((out / "stability_analysis.json").read_text())
+    assert analysis["grid"]["shape"] == [2, 2]
+    assert [r["label"] for r in analysis["per_recipe"]] == ["bert", "zhang"]
+    assert all(r["failures"]["n"] == 2 for r in analysis["per_recipe"])
+    assert (out / "grid" / "order-2-init-1" / "metrics.json").is_file()
+    assert (out / "stop_early" / "stop_early.json").is_file()
+    assert (out / "evp.json").is_file()
+    config = json.loads((out / "bert" / "seed-2" / "run_config.json").read_text())
+    assert config["adam_bias_correction"] is False
+    # Again: every run is reused, the report is the same.
+    again = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "stability.md").read_text() == text
