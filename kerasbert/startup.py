@@ -64,10 +64,11 @@ def verbose(argv=None):
 
 # Keras imports these when they are installed (pandas: to accept DataFrames in fit;
 # IPython: to tell a notebook, as keras-hub's kagglehub does; matplotlib.pyplot: an
-# image-gallery plot), and a command uses none of that: 80–110 MB of resident memory in every run (MiniLM MRPC, 2026-12-07,
-# docs/experiments/speed-and-memory.md "Where the memory goes"). A command's first
-# `import tensorflow` (which imports Keras) and `import keras_hub` run with them unimportable; afterwards they
-# import as usual (kerasbert's own plots import matplotlib when they draw).
+# image-gallery plot), and a command uses none of that: ~108 MB of resident memory in
+# every run (MiniLM MRPC, 2026-12-07, docs/experiments/speed-and-memory.md "Where the
+# memory goes"). A command's first `import tensorflow` (which imports Keras) and
+# `import keras_hub` run with them unimportable; afterwards they import as usual
+# (kerasbert's own plots import matplotlib when they draw).
 KERAS_EXTRAS = ("pandas", "IPython", "matplotlib")
 
 
