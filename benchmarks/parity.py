@@ -303,14 +303,19 @@ def _last_lines(path, count=5):
         return " | ".join(line.strip() for line in f.readlines()[-count:] if line.strip())
 
 
-def run_kerasbert(args, seed, folder):
-    run_dir = os.path.join(folder, "run")
-    flags = {name: getattr(args, name) for name in RECIPE if getattr(args, name) is not None}
+def kerasbert_flags(args, seed, run_dir):
+    """kerasbert.main's flags for the recipe, one seed, into run_dir."""
+    flags = {name: getattr(args, name) for name in RECIPE
+             if getattr(args, name) is not None and name not in ("vary_seed", "held_seed")}
     seeds = [f"--seed={seed}"] if args.vary_seed == "all" else [
         f"--seed={args.held_seed}", f"--{args.vary_seed}_seed={seed}"]
-    command = [sys.executable, "-m", "kerasbert.main", *(f"--{k}={v}" for k, v in flags.items()
-                                                         if k not in ("vary_seed", "held_seed")),
-               *seeds, f"--output_dir={run_dir}", "--overwrite_output_dir"]
+    return [*(f"--{k}={v}" for k, v in flags.items()), *seeds,
+            f"--output_dir={run_dir}", "--overwrite_output_dir"]
+
+
+def run_kerasbert(args, seed, folder):
+    run_dir = os.path.join(folder, "run")
+    command = [sys.executable, "-m", "kerasbert.main", *kerasbert_flags(args, seed, run_dir)]
     log = os.path.join(folder, "log.txt")
     code, seconds, rss, others = measure(command, log, child_env())
     if code != 0:
@@ -329,7 +334,9 @@ def run_kerasbert(args, seed, folder):
             "command": " ".join(command)}
 
 
-def run_huggingface(args, seed, folder, task, splits, files, features):
+def reference_spec(args, seed, folder, task, files):
+    """The spec file parity_hf.py reads (written into `folder`): the checkpoint, the data
+    files, the recipe, the seed; its output goes to <folder>/output.json."""
     spec = {"checkpoint": args.init_checkpoint, "kind": task.kind,
             "num_labels": len(task.label_list) if task.label_list else 1,
             "outside_label": 0, "seed": seed,
@@ -345,6 +352,11 @@ def run_huggingface(args, seed, folder, task, splits, files, features):
         spec["outside_label"] = task.label_list.index("O")
     spec_file = os.path.join(folder, "spec.json")
     atomic_write_json(spec_file, spec)
+    return spec, spec_file
+
+
+def run_huggingface(args, seed, folder, task, splits, files, features):
+    spec, spec_file = reference_spec(args, seed, folder, task, files)
     command = module_command(args.torch_python, "parity_hf", spec_file)
     log = os.path.join(folder, "log.txt")
     code, seconds, rss, others = measure(command, log, child_env({"HF_HUB_OFFLINE": "1"}))

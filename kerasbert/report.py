@@ -15,7 +15,6 @@ import os
 import sys
 
 from kerasbert import plugins, run_folder, storage
-from kerasbert.analysis.report_plots import plot_run_history, plot_sweep
 from kerasbert.errors import InputError
 from kerasbert.io_utils import atomic_write_text, read_json_object
 from kerasbert.metrics import finite_value
@@ -78,6 +77,8 @@ def write_run_report(run_dir, main_metric=None):
         lines += [markdown_table(["phase"] + keys, rows)]
 
     if history:
+        from kerasbert.analysis.report_plots import plot_run_history  # matplotlib: only now
+
         plot_run_history(history, run_folder.path(run_dir, run_folder.CURVES), main_metric,
                          title=f"{config['task']} {name}")
         lines += ["## Training curves", "", f"![training curves]({run_folder.CURVES})", ""]
@@ -147,6 +148,8 @@ def write_sweep_report(sweep_dir):
                          *[m.get(k, "") for k in keys], seconds[r["name"]],
                          int(r["name"] == best)])
     atomic_write_text(run_folder.path(sweep_dir, run_folder.SWEEP_CSV), buffer.getvalue())
+
+    from kerasbert.analysis.report_plots import plot_sweep  # matplotlib: only now
 
     plot_sweep([{**r, "value": finite_value(r["metrics"], metric), "curve": curves[r["name"]],
                  "best": r["name"] == best} for r in runs],

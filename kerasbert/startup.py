@@ -62,9 +62,20 @@ def verbose(argv=None):
     return any(_VERBOSE.fullmatch(arg) for arg in (sys.argv if argv is None else argv)[1:])
 
 
+# Keras imports these when they are installed (pandas: to accept DataFrames in fit;
+# IPython: to tell a notebook, as keras-hub's kagglehub does; matplotlib.pyplot: an
+# image-gallery plot), and a command uses none of that: ~108 MB of resident memory in
+# every run (MiniLM MRPC, 2026-12-07, docs/experiments/speed-and-memory.md "Where the
+# memory goes"). A command's first `import tensorflow` (which imports Keras) and
+# `import keras_hub` run with them unimportable; afterwards they import as usual
+# (kerasbert's own plots import matplotlib when they draw).
+KERAS_EXTRAS = ("pandas", "IPython", "matplotlib")
+
+
 def quiet_tensorflow():
     """In a kerasbert command: TF_CPP_MIN_LOG_LEVEL set (a user's own value is kept;
-    --verbose sets none), and the first `import tensorflow` filtered by it."""
+    --verbose sets none), and the first `import tensorflow` filtered by it and made
+    without Keras' optional extras (KERAS_EXTRAS)."""
     if not started_as_command() or "tensorflow" in sys.modules:
         return
     if ENV not in os.environ and not verbose():
@@ -72,9 +83,10 @@ def quiet_tensorflow():
     try:
         level = int(os.environ.get(ENV, "0"))
     except ValueError:
-        return
-    if level > 0:
-        sys.meta_path.insert(0, _QuietImport(level))
+        level = 0
+    sys.meta_path.insert(0, _QuietImport(level, hidden=KERAS_EXTRAS))
+    # keras-hub's kagglehub imports IPython too (to tell Colab)
+    sys.meta_path.insert(0, _QuietImport(0, hidden=KERAS_EXTRAS, name="keras_hub"))
 
 
 def keep(line, level):
@@ -120,26 +132,43 @@ def _stderr_filtered(level):
                 sys.stderr.flush()
 
 
-class _QuietImport:
-    """A meta-path finder that finds `tensorflow` once, as the next finders would, and has
-    its module run under `_stderr_filtered`; then it steps aside."""
+@contextlib.contextmanager
+def _unimportable(names):
+    """`import name` raises ImportError meanwhile, for each of `names` not yet imported
+    (None in sys.modules); afterwards they import as usual."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
-    def __init__(self, level):
-        self.level = level
+
+class _QuietImport:
+    """A meta-path finder that finds `name` (tensorflow) once, as the next finders would,
+    and has its module run under `_stderr_filtered` (log level > 0) with `hidden`
+    unimportable; then it steps aside."""
+
+    def __init__(self, level, hidden=(), name="tensorflow"):
+        self.level, self.hidden, self.name = level, tuple(hidden), name
 
     def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow":
+        if name != self.name:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader, level = spec.loader, self.level
+        loader, level, hidden = spec.loader, self.level, self.hidden
         run = loader.exec_module
 
         def exec_module(module):
             try:
-                with _stderr_filtered(level):
+                with (_stderr_filtered(level) if level > 0 else contextlib.nullcontext()), \
+                        _unimportable(hidden):
                     run(module)
             finally:
                 del loader.exec_module  # this loader only, this once

@@ -97,3 +97,34 @@ def test_every_entry_point_starts_quietly_and_verbose_shows_everything(tmp_path)
                    _command("kerasbert.main", "--list_tasks", TF_CPP_MIN_LOG_LEVEL="0")):
         assert result.returncode == 0
         assert any(startup._LOG_LINE.match(line) for line in result.stderr.splitlines())
+
+
+EXTRAS_PROBE = """
+import sys
+{argv}
+import kerasbert, tensorflow, keras_hub
+from keras.src.trainers.data_adapters import array_slicing
+print(sorted(m for m in {extras!r} if sys.modules.get(m) is not None))
+print(array_slicing.pandas is None)
+import pandas  # as usual, afterwards
+print(pandas.DataFrame({{"a": [1]}}).shape)
+"""
+
+
+def test_a_command_imports_tensorflow_without_keras_unused_extras():
+    pytest.importorskip("pandas")  # Keras imports it only where it is installed
+    pytest.importorskip("IPython")
+    extras = startup.KERAS_EXTRAS
+
+    def probe(as_command):
+        argv = "sys.argv = ['kerasbert']" if as_command else ""
+        result = subprocess.run(
+            [sys.executable, "-c", EXTRAS_PROBE.format(argv=argv, extras=extras)], cwd=ROOT,
+            capture_output=True, text=True, timeout=300, check=False,
+            env={**os.environ, "PYTHONPATH": ROOT})
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout.splitlines()[-3:]
+
+    assert probe(as_command=True) == ["[]", "True", "(1, 1)"]
+    # a program that imports kerasbert keeps Keras as it is
+    assert probe(as_command=False) == [str(sorted(extras)), "False", "(1, 1)"]
