@@ -23,13 +23,14 @@ resident memory (VmHWM, reset after the imports) above the memory after its impo
 instead starts training (5 steps of a random 2-layer H=32 model at max_seq_length 128,
 batch 32, no evaluation) with `kerasbert.run.execute` from generated files, each run in a
 fresh process, and measures the same peak above the post-import RSS:
-  train_memory  --stream_train_data=false: Examples, then the padded feature arrays
+  train_memory  --stream_train_data=false: Examples, then the padded feature arrays (from
+                64 MB: the rows held without padding, streaming.CompactFeatures)
   train_stream  --stream_train_data=true: a counting pass, then a generator featurizing
                 1,024 rows at a time into a shuffle buffer of --shuffle_buffer_size rows
   epoch_stream  no model: one whole shuffled epoch of the streamed batches (does memory
                 stay flat over an epoch? and how fast is reading + featurizing?)
 at 1 MB (the fixed cost of building and tracing the model), --memory_megabytes (all
-modes) and --megabytes (streamed only: in memory it would need ~80 times the file).
+modes) and --megabytes (streamed only: padded in memory it needed ~80 times the file).
 
     python -m benchmarks.bench_reader_memory --start_training --task=conll2003 --megabytes=200 --memory_megabytes=20
 
