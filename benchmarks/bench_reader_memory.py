@@ -10,20 +10,27 @@ resident memory (VmHWM, reset after the imports) above the memory after its impo
   examples   GlueTask.read_file: every row as an Example (what training starts from)
   featurize  featurize of the first --featurize_rows rows at max_seq_length 128, on top of
              their Examples (int32 token/segment/mask arrays: 1.5 KB a row, kept)
-Prints one JSON object per mode and a summary table.
+  epoch_held    the training split as an in-memory run now holds a file of 64 MB or more
+                (streaming.CompactFeatures: the rows without their padding) and one whole
+                shuffled epoch of its batches (batch 32, max_seq_length 128), no model
+  epoch_padded  the same from the padded arrays (read_file, featurize, make_dataset): what
+                an in-memory run held before, ~80 times the file (opt in: --modes)
+--modes picks and orders them (default: stream,whole,examples,featurize,epoch_held);
+--json writes the results. Prints one JSON object per mode and a summary table.
 
     python -m benchmarks.bench_reader_memory --start_training --megabytes=1024 --memory_megabytes=100
 
 instead starts training (5 steps of a random 2-layer H=32 model at max_seq_length 128,
 batch 32, no evaluation) with `kerasbert.run.execute` from generated files, each run in a
 fresh process, and measures the same peak above the post-import RSS:
-  train_memory  --stream_train_data=false: Examples, then the padded feature arrays
+  train_memory  --stream_train_data=false: Examples, then the padded feature arrays (from
+                64 MB: the rows held without padding, streaming.CompactFeatures)
   train_stream  --stream_train_data=true: a counting pass, then a generator featurizing
                 1,024 rows at a time into a shuffle buffer of --shuffle_buffer_size rows
   epoch_stream  no model: one whole shuffled epoch of the streamed batches (does memory
                 stay flat over an epoch? and how fast is reading + featurizing?)
 at 1 MB (the fixed cost of building and tracing the model), --memory_megabytes (all
-modes) and --megabytes (streamed only: in memory it would need ~80 times the file).
+modes) and --megabytes (streamed only: padded in memory it needed ~80 times the file).
 
     python -m benchmarks.bench_reader_memory --start_training --task=conll2003 --megabytes=200 --memory_megabytes=20
 
@@ -41,6 +48,9 @@ import sys
 import time
 
 from benchmarks.processes import child_env, module_command
+
+
+MODES = ("stream", "whole", "examples", "featurize", "epoch_held", "epoch_padded")
 
 
 def _vocab():
@@ -141,6 +151,34 @@ def measure_epoch(path, rows, shuffle_buffer_size):
             "seconds": round(time.perf_counter() - start, 1)}
 
 
+def measure_held_epoch(mode, path):
+    """Peak RSS of holding `path` as a training split in memory and reading one shuffled
+    epoch of its batches: held without padding (epoch_held) or as padded arrays
+    (epoch_padded), without a model."""
+    from kerasbert.data import pipeline, streaming
+    from kerasbert.data.tokenization import WordPieceTokenizer
+    from kerasbert.tasks import glue
+
+    task = glue.TASKS["sst2"]
+    tokenizer = WordPieceTokenizer(_vocab(), do_lower_case=True)
+    tokenizer.tokenize("warm up")
+    start = time.perf_counter()
+    base = reset_peak()
+    if mode == "epoch_held":
+        train = streaming.CompactFeatures(task, path, tokenizer, 128)
+    else:
+        train = task.featurize(task.read_file(path, "train"), tokenizer, 128)
+    held = time.perf_counter()
+    rows = sum(int(labels.shape[0]) for _, labels in
+               pipeline.dataset_of(train, 32, shuffle_seed=1))
+    assert rows == pipeline.num_rows(train), (rows, pipeline.num_rows(train))
+    return {"mode": mode, "rows": rows, "file_mb": round(os.path.getsize(path) / 2**20, 1),
+            "baseline_mb": round(base, 1), "peak_above_baseline_mb": peak_above(base),
+            "reading_seconds": round(held - start, 1),
+            "epoch_rows_per_second": round(rows / (time.perf_counter() - held)),
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
 def measure_training(mode, path, rows, shuffle_buffer_size, steps=5, task="sst2"):
     """Peak RSS of `execute` training `steps` steps from `path` (see the docstring)."""
     import math
@@ -214,12 +252,24 @@ def main():
     parser.add_argument("--shuffle_buffer_size", type=int, default=100_000)
     parser.add_argument("--task", default="sst2", choices=["sst2", "conll2003"],
                         help="with --start_training: the layout of the generated files")
+    parser.add_argument("--modes", default="stream,whole,examples,featurize,epoch_held",
+                        help="without --start_training: the measurements, comma-separated "
+                        f"(of {', '.join(MODES)})")
+    parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--mode", help=argparse.SUPPRESS)  # one measurement (child process)
     parser.add_argument("--rows", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        parser.error(f"--modes={args.modes}: expected some of {', '.join(MODES)}")
+    if args.megabytes < 1:
+        parser.error(f"--megabytes={args.megabytes}: must be at least 1")
     if args.mode:
         if args.mode == "epoch_stream":
             result = measure_epoch(args.path, args.rows, args.shuffle_buffer_size)
+        elif args.mode in ("epoch_held", "epoch_padded"):
+            result = measure_held_epoch(args.mode, args.path)
         elif args.mode.startswith("train_"):
             result = measure_training(args.mode, args.path, args.rows, args.shuffle_buffer_size,
                                       task=args.task)
@@ -236,20 +286,24 @@ def main():
           flush=True)
     results = []
     env = child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
-    for mode in ("stream", "whole", "examples", "featurize"):
+    for mode in modes:
         out = subprocess.run(module_command(sys.executable, "bench_reader_memory", f"--mode={mode}",
                                             f"--path={args.path}",
                                             f"--featurize_rows={args.featurize_rows}"),
                              check=True, capture_output=True, text=True, env=env)
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
-    print(f"\n{'mode':10s} {'rows':>9s} {'peak MB above baseline':>24s} {'x file size':>12s} "
+    print(f"\n{'mode':12s} {'rows':>9s} {'peak MB above baseline':>24s} {'x file size':>12s} "
           f"{'KB a row':>9s}")
     for r in results:
         mb = r["peak_above_baseline_mb"]
-        print(f"{r['mode']:10s} {r['rows']:9d} {mb:24.1f} {mb / r['file_mb']:12.2f} "
+        print(f"{r['mode']:12s} {r['rows']:9d} {mb:24.1f} {mb / r['file_mb']:12.2f} "
               f"{mb * 1024 / r['rows']:9.2f}")
     os.remove(args.path)
+    if args.json:
+        from kerasbert.io_utils import atomic_write_json
+
+        atomic_write_json(args.json, {"megabytes": args.megabytes, "results": results})
 
 
 def start_training(args):

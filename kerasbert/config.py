@@ -324,7 +324,9 @@ class RunConfig:
         "auto", choices=("auto", "true", "false"),
         help="Read the training file anew every epoch, featurizing as it goes, instead of "
         "holding its features in memory (GLUE, SWAG, CoNLL-2003; a first pass checks every "
-        "line and counts the examples). auto: for training files of 64 MB or more.")
+        "line and counts the examples). auto: for training files of 1 GB or more. Held in "
+        "memory, a training file of 64 MB or more is kept without its padding (a few times "
+        "the file's size, the same batches).")
     shuffle_buffer_size: int = setting(
         100_000, help="With --stream_train_data: shuffle the streamed rows in a buffer of this "
         "many (~1.5 KB each at max_seq_length 128); at least the number of rows gives the "

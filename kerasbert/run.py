@@ -216,15 +216,22 @@ def run_splits(config, task):
         list(task.test_splits) if config.do_predict else [])
 
 
-def featurize_splits(config, task, tokenizer):
-    """{split: Features} for every split the run needs; a training file too big to hold
-    streams (kerasbert/data/streaming.py)."""
+def featurize_splits(config, task, tokenizer, kind=None):
+    """{split: Features} for every split the run needs; a large training file is held
+    without its padding (given the task's `kind`), one too big to hold streams
+    (kerasbert/data/streaming.py)."""
     features = {}
     for split in run_splits(config, task):
-        if split == "train" and streaming.should_stream(config, task):
+        if split == "train" and streaming.should_stream(config, task, kind):
             features[split] = streaming.stream_train_split(config, task, tokenizer)
             log(f"kerasbert: streaming the training file {features[split].path} "
                 f"(shuffle buffer {config.shuffle_buffer_size} rows)")
+            continue
+        if split == "train" and streaming.should_hold_compact(config, task, kind):
+            features[split] = streaming.compact_train_split(config, task, tokenizer,
+                                                            kind.labels_per_token)
+            log(f"kerasbert: holding the training file {features[split].path} without "
+                "its padding (the same batches, a fraction of the memory)")
             continue
         features[split] = task.featurize(read_split(config, task, split), tokenizer,
                                          config.max_seq_length)
@@ -383,7 +390,7 @@ def _execute(config, registry, task, head_spec):
         encoder = load_encoder(config)
     tokenizer = WordPieceTokenizer(encoder.vocab_file, do_lower_case=encoder.do_lower_case)
     check_encoder_fits(config, encoder.backbone, tokenizer)
-    features = featurize_splits(config, task, tokenizer)
+    features = featurize_splits(config, task, tokenizer, registry.kind_of(task))
     model = build_model(config, task, head_spec, strategy, encoder.backbone, features)
 
     # Everything that can fail on bad input has happened: only now is the folder touched.

@@ -5,6 +5,8 @@ batch to max_seq_length wastes most of the compute. Trimming the all-padding col
 changes no result: padded positions are masked out of attention and never read.
 """
 
+import array
+
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.data.ops import multi_device_iterator_ops  # private: see below
@@ -33,6 +35,56 @@ def make_dataset(inputs, labels, batch_size, shuffle_seed=None, labels_per_token
     if shuffle_seed is not None:
         ds = ds.shuffle(count, seed=shuffle_seed, reshuffle_each_iteration=False)
     return batch_rows(ds, batch_size, labels_per_token, group_by_length, shuffle_seed)
+
+
+# Philox4x32-10's constants (Salmon et al. 2011), as TensorFlow's random::PhiloxRandom.
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def _philox_uint32(start, count, key, counter_high):
+    """Outputs start .. start + count - 1 (start a multiple of 4) of TensorFlow's
+    PhiloxRandom(key, counter_high) read one at a time (random::SingleSampleAdapter): block
+    b is the 10-round Philox of the counter (b, counter_high), 4 outputs each."""
+    block = np.arange(start // 4, start // 4 + -(-count // 4), dtype=np.uint64)
+    c = [block & _LOW32, block >> np.uint64(32),
+         np.full_like(block, counter_high & 0xFFFFFFFF),
+         np.full_like(block, (counter_high >> 32) & 0xFFFFFFFF)]
+    k0, k1 = key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF
+    for _ in range(10):
+        p0, p1 = np.uint64(_PHILOX_M[0]) * c[0], np.uint64(_PHILOX_M[1]) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & _LOW32,
+             (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1), p0 & _LOW32]
+        k0, k1 = (k0 + _PHILOX_W[0]) & 0xFFFFFFFF, (k1 + _PHILOX_W[1]) & 0xFFFFFFFF
+    return np.stack(c, axis=1).reshape(-1)[:count]
+
+
+def shuffle_order(count, seed):
+    """The order in which `tf.data.Dataset.shuffle(count, seed=seed,
+    reshuffle_each_iteration=False)` yields the `count` rows of a split (an int32 array of
+    row indices), computed without holding the rows: tf.data's buffer keeps every row, at
+    ~190 bytes a row even for a scalar index. Its algorithm, with the seeds it derives
+    (tf.compat.v1.get_seed: the global seed, if set, with `seed`): a full buffer; the k-th
+    row out is the buffer's slot k + (k-th Philox output mod (count - k)), whose place then
+    takes slot k's row. tests/data/test_pipeline.py checks it against tf.data."""
+    seed, seed2 = tf.compat.v1.get_seed(seed)
+    seed, seed2 = seed or 0, seed2 or 0
+    if seed == 0 and seed2 == 0:  # as tensorflow/python/data/util/random_seed.py
+        seed2 = 2**31 - 1
+    picks = array.array("i")
+    step = 1 << 20  # a million Philox outputs at a time: ~40 MB of temporaries
+    for first in range(0, count, step):
+        n = min(step, count - first)
+        k = np.arange(first, first + n, dtype=np.uint64)
+        draws = _philox_uint32(first, n, seed, seed2)
+        picks.frombytes((k + draws % (np.uint64(count) - k)).astype(np.int32).tobytes())
+    slots = array.array("i", range(count))
+    order = array.array("i", [0]) * count
+    for k, pick in enumerate(picks):
+        order[k] = slots[pick]
+        slots[pick] = slots[k]
+    return np.frombuffer(order, dtype=np.int32)
 
 
 def group_by_length_windows(ds, batch_size, window_batches, seed):

@@ -1,8 +1,12 @@
-"""Training from a file too large to hold in memory (--stream_train_data).
+"""Training from a file too large to hold in memory (--stream_train_data), or held
+without its padding (CompactFeatures).
 
 In memory, a training split is a list of Examples and then padded feature arrays:
-~4 + ~20 times the size of a GLUE TSV (docs/experiments/speed-and-memory.md, Reader
-memory). Streamed, it is:
+~4 + ~20 times the size of a GLUE TSV, and ~80 times at the peak of an in-memory run
+(docs/experiments/speed-and-memory.md, Reader memory). From AUTO_MIN_BYTES a split whose
+rows allow it is held without its padding instead (CompactFeatures, below: a few times
+the file, the same batches); from STREAM_MIN_BYTES, or where it cannot be, auto streams.
+Streamed, it is:
 
   1. a counting pass before anything is written: the task's streaming reader
      (`task.iter_file`) reads and validates every line, so bad input is still one
@@ -42,8 +46,12 @@ from kerasbert import storage
 from kerasbert.data import pipeline
 from kerasbert.errors import InputError, at
 
-# --stream_train_data=auto streams a training file of at least this size.
+# A training file of at least AUTO_MIN_BYTES is not held as padded arrays: --stream_train_data=
+# auto streams it from the file, or, where its rows can be (`can_hold_compact`), holds it
+# without its padding (CompactFeatures: the padded split's batches in ~1/20 of its memory)
+# up to STREAM_MIN_BYTES, and streams it from there.
 AUTO_MIN_BYTES = 64 * 2**20
+STREAM_MIN_BYTES = 1024 * 2**20
 CHUNK = 1024  # examples featurized at once (one tokenizer call per text column)
 
 
@@ -56,8 +64,9 @@ def train_file(config, task):
     return task.split_path(config.data_dir or task.sample_dir(), "train")
 
 
-def should_stream(config, task):
-    """Whether the run streams its training split; InputError where asked for and impossible."""
+def should_stream(config, task, kind=None):
+    """Whether the run streams its training split; InputError where asked for and impossible.
+    `kind`: the task's kind (None: its rows are not held compact)."""
     mode = config.stream_train_data
     if mode == "false" or not config.do_train:
         return False
@@ -76,7 +85,26 @@ def should_stream(config, task):
         return True
     if why_not:
         return False
-    return storage.getsize(train_file(config, task)) >= AUTO_MIN_BYTES
+    size = storage.getsize(train_file(config, task))
+    if can_hold_compact(config, task, kind):
+        return size >= STREAM_MIN_BYTES
+    return size >= AUTO_MIN_BYTES
+
+
+def can_hold_compact(config, task, kind):
+    """Whether the training split can be held without its padding (CompactFeatures): a file
+    the task reads line by line, of rows [rows, seq] (`kind.inputs_rank` 2: not multiple
+    choice), not a --use_tfds or --feature_cache_dir run."""
+    return (kind is not None and kind.inputs_rank == 2 and config.do_train and task.can_stream
+            and not config.use_tfds and not config.feature_cache_dir)
+
+
+def should_hold_compact(config, task, kind):
+    """Whether an in-memory training split (`should_stream` said no) is held without its
+    padding: a file of at least AUTO_MIN_BYTES that `can_hold_compact`, whatever
+    --stream_train_data says (its batches are the padded split's)."""
+    return (can_hold_compact(config, task, kind)
+            and storage.getsize(train_file(config, task)) >= AUTO_MIN_BYTES)
 
 
 class StreamedExamples:
@@ -154,6 +182,139 @@ class StreamedFeatures:
                             reshuffle_each_iteration=False)
         return pipeline.batch_rows(ds, batch_size, labels_per_token, group_by_length,
                                    shuffle_seed)
+
+
+class CompactFeatures:
+    """A training split held in memory without its padding: each row's ids up to its
+    length, concatenated in the narrowest integer type that holds them (a GLUE row of ~14
+    pieces: ~50 bytes, not the 1.5 KB of three int32 rows of 128). Rows are rebuilt padded
+    one at a time as the dataset reads them, in the order of the in-memory whole-split
+    shuffle (`pipeline.shuffle_order`: tf.data's permutation, without holding every row in
+    its buffer), so the batches are the padded split's (tests/data/test_streaming.py). Quacks
+    like `Features` for `pipeline.dataset_of` / `pipeline.num_rows`, as StreamedFeatures.
+
+    The file is read once, CHUNK examples at a time through the task's own `featurize` (so
+    the rows are its rows), and no Example is kept. Every input must be [rows, seq] with
+    its padding a suffix (padding_mask 1s then 0s) holding one value per input; otherwise
+    InputError (a task whose rows are not: --stream_train_data=true streams it).
+    """
+
+    labels = None
+
+    def __init__(self, task, path, tokenizer, max_seq_length, limit=None, split="train",
+                 labels_per_token=False):
+        self.task, self.path, self.max_seq_length = task, path, max_seq_length
+        parts, lengths, count, dtypes = {}, [], 0, None
+        self.pad_values = {}
+        self.per_token = {"labels"} if labels_per_token else set()
+        for chunk in chunks(_first(task.iter_file(path, split), limit), task.keeps_together):
+            count += len(chunk)
+            f = task.featurize(chunk, tokenizer, max_seq_length)
+            if f.labels is None:
+                raise InputError(f"{at(path)}the {task.name} task's training rows are "
+                                 "unlabelled")
+            arrays = {k: v for k, v in f.inputs.items() if k != "padding_mask"}
+            arrays["labels"] = f.labels
+            mask = np.asarray(f.inputs["padding_mask"]) > 0
+            if mask.ndim != 2:
+                raise InputError(f"{at(path)}the {task.name} task's rows are not [rows, seq]; "
+                                 "--stream_train_data=true streams them")
+            length = mask.sum(axis=1)
+            if not np.array_equal(mask, np.arange(mask.shape[1]) < length[:, None]):
+                raise InputError(f"{at(path)}the {task.name} task's padding is not at the "
+                                 "rows' ends; --stream_train_data=true streams them")
+            lengths.append(length.astype(np.int32))
+            if dtypes is None:
+                dtypes = {k: np.asarray(v).dtype for k, v in arrays.items()}
+                dtypes["padding_mask"] = np.asarray(f.inputs["padding_mask"]).dtype
+            for k, v in arrays.items():
+                v = np.asarray(v)
+                if k == "labels" and not labels_per_token:  # the row's label(s), whole
+                    parts.setdefault(k, []).append(v)
+                    continue
+                if v.shape != mask.shape:
+                    raise InputError(f"{at(path)}the {task.name} task's {k} is not "
+                                     "[rows, seq]; --stream_train_data=true streams it")
+                padding = np.unique(v[~mask])
+                pad = self.pad_values.setdefault(k, padding[0] if padding.size else 0)
+                if padding.size > 1 or (padding.size and padding[0] != pad):
+                    raise InputError(f"{at(path)}the {task.name} task pads {k} with more than "
+                                     "one value; --stream_train_data=true streams it")
+                parts.setdefault(k, []).append(_narrow(v[mask]))
+            del f, arrays
+        if not count:
+            raise InputError(f"{at(path)}no training examples")
+        self.examples = StreamedExamples(task, path, split, limit, count)
+        lengths = np.concatenate(lengths)
+        self.num_rows = len(lengths)
+        # Held as tensors only (the dataset reads them every epoch): one copy, not two.
+        self.starts = tf.constant(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)[:-1]]))
+        self.lengths = tf.constant(_narrow(lengths))
+        self.values = {}
+        for k in list(parts):  # one input's pieces joined at a time
+            self.values[k] = tf.constant(np.concatenate(parts.pop(k)))
+        self.dtypes = dtypes
+
+    def nbytes(self):
+        """The bytes the split is held in."""
+        return sum(int(t.numpy().nbytes) for t in (self.starts, self.lengths,
+                                                   *self.values.values()))
+
+    def make_dataset(self, batch_size, shuffle_seed=None, labels_per_token=False,
+                     group_by_length=0):
+        """The rows as batches; shuffled with `shuffle_seed` as the padded split would be."""
+        width = self.max_seq_length
+        values, starts, lengths = self.values, self.starts, self.lengths
+        out = {k: tf.as_dtype(d) for k, d in self.dtypes.items()}
+
+        def row(i):
+            start, length = starts[i], tf.cast(lengths[i], tf.int32)
+            rebuilt = {"padding_mask": tf.cast(tf.range(width) < length, out["padding_mask"])}
+            for k, v in values.items():
+                if k == "labels" and k not in self.per_token:
+                    rebuilt[k] = tf.cast(v[i], out[k])
+                    continue
+                ids = tf.cast(v[start:start + tf.cast(length, tf.int64)], out[k])
+                rebuilt[k] = tf.pad(ids, [[0, width - length]],
+                                    constant_values=tf.cast(self.pad_values[k], out[k]))
+            label = rebuilt.pop("labels")
+            return rebuilt, label
+
+        if shuffle_seed is None:
+            ds = tf.data.Dataset.range(self.num_rows)
+        else:  # the whole-split shuffle's order, without tf.data's buffer (~190 B a row)
+            ds = tf.data.Dataset.from_tensor_slices(
+                pipeline.shuffle_order(self.num_rows, shuffle_seed).astype(np.int64))
+        ds = ds.map(row, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return pipeline.batch_rows(ds, batch_size, labels_per_token, group_by_length,
+                                   shuffle_seed)
+
+
+def _first(examples, limit):
+    """The first `limit` examples (all with None), reading the rest too: a reader checks
+    the whole file (CoNLL's tag scheme at its end), as an in-memory read does."""
+    for i, example in enumerate(examples):
+        if limit is None or i < limit:
+            yield example
+
+
+def _narrow(values):
+    """`values` in the narrowest of int8, uint8, int16, uint16, int32 that holds them
+    (floats and wider integers as they are)."""
+    if values.dtype.kind not in "iu" or not values.size:
+        return values
+    low, high = values.min(), values.max()
+    for dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return values.astype(dtype)
+    return values
+
+
+def compact_train_split(config, task, tokenizer, labels_per_token=False):
+    """The run's training split, held without its padding (CompactFeatures)."""
+    return CompactFeatures(task, train_file(config, task), tokenizer, config.max_seq_length,
+                           limit=config.max_train_examples, labels_per_token=labels_per_token)
 
 
 def _stamp(path):

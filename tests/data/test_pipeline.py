@@ -5,6 +5,7 @@ by seed)."""
 import collections
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from kerasbert.data import pipeline
@@ -116,3 +117,30 @@ def test_the_per_device_datasets_of_several_replicas_come_without_autotuning_too
     options, batches = device_dataset_options()
     assert options.autotune.enabled is False
     assert batches == expected
+
+
+def _tf_data_order(count, seed):
+    ds = tf.data.Dataset.range(count).shuffle(count, seed=seed, reshuffle_each_iteration=False)
+    return np.array(list(ds.as_numpy_iterator()))
+
+
+def test_shuffle_order_is_tf_data_s_whole_split_shuffle():
+    """What CompactFeatures' batches rest on: the same permutation as tf.data's shuffle of
+    the whole split, for small and large splits, any seed, with and without a global seed
+    (a run sets one), across the Philox chunks of a million."""
+    cases = [(1, 5), (2, 5), (7, 0), (17, 1), (1000, 7), (1000, 1042), (1000, 2**40 + 3)]
+    for count, seed in cases:
+        np.testing.assert_array_equal(pipeline.shuffle_order(count, seed),
+                                      _tf_data_order(count, seed))
+    assert not np.array_equal(pipeline.shuffle_order(1000, 7), pipeline.shuffle_order(1000, 8))
+    tf.random.set_seed(42)
+    try:
+        np.testing.assert_array_equal(pipeline.shuffle_order(1000, 7), _tf_data_order(1000, 7))
+    finally:
+        tf.random.set_seed(None)
+
+
+@pytest.mark.large
+def test_shuffle_order_past_the_first_million_rows():
+    big = (1 << 20) + 1001  # past the first chunk of Philox outputs
+    np.testing.assert_array_equal(pipeline.shuffle_order(big, 3), _tf_data_order(big, 3))

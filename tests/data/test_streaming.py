@@ -342,3 +342,71 @@ def test_a_streamed_conll_run_trains_like_the_in_memory_run(tmp_path, capsys):
     assert losses_s == pytest.approx(losses, abs=1e-6)
     assert metrics_s == pytest.approx(metrics, abs=1e-6)
     assert [r["step"] for r in history_s] == [r["step"] for r in history]
+
+
+# --- Held without padding (CompactFeatures) ---------------------------------------------------
+
+@pytest.mark.parametrize("task", [glue.TASKS["sst2"], glue.TASKS["mrpc"], glue.TASKS["stsb"],
+                                  conll.ConllTask()], ids=lambda t: t.name)
+def test_a_split_held_without_padding_gives_the_in_memory_batches(task, tokenizer,
+                                                                  monkeypatch):
+    path = task.split_path(task.sample_dir(), "train")
+    per_token = task.name == "conll2003"
+    length = 64 if per_token else 40  # CoNLL: some sentences make 2 rows
+    memory = task.featurize(task.read_file(path, "train"), tokenizer, length)
+    monkeypatch.setattr(streaming, "CHUNK", 8)  # rows cross chunk boundaries
+    held = streaming.CompactFeatures(task, path, tokenizer, length, labels_per_token=per_token)
+    assert pipeline.num_rows(held) == len(memory.labels)
+    assert len(held.examples) == len(memory.examples)
+    # The padded arrays' bytes against the held ones: the point of holding it so.
+    padded = sum(v.nbytes for v in memory.inputs.values()) + memory.labels.nbytes
+    assert held.nbytes() < padded / 4, (held.nbytes(), padded)
+    for seed in (None, 7, 1042):
+        for group in (0, 2):
+            _same_batches(_batches(pipeline.dataset_of(held, 8, seed, per_token, group)),
+                          _batches(pipeline.dataset_of(memory, 8, seed, per_token, group)))
+    # --max_train_examples counts examples, as in memory
+    limited = streaming.CompactFeatures(task, path, tokenizer, length, limit=30,
+                                        labels_per_token=per_token)
+    want = task.featurize(task.read_file(path, "train")[:30], tokenizer, length)
+    assert len(limited.examples) == 30 and pipeline.num_rows(limited) == len(want.labels)
+    _same_batches(_batches(pipeline.dataset_of(limited, 4, 3, per_token)),
+                  _batches(pipeline.dataset_of(want, 4, 3, per_token)))
+
+
+def test_when_a_run_holds_its_split_without_padding(tmp_path, monkeypatch):
+    from kerasbert import plugins
+
+    registry = plugins.registry()
+
+    def config(**overrides):
+        return RunConfig(**{**RUN, "output_dir": str(tmp_path / "run"), **overrides})
+
+    sst2, swag_task = glue.TASKS["sst2"], swag.SwagTask()
+    kind, choice_kind = registry.kind_of(sst2), registry.kind_of(swag_task)
+    assert not streaming.should_hold_compact(config(), sst2, kind)  # the sample is small
+    monkeypatch.setattr(streaming, "AUTO_MIN_BYTES", 1000)
+    assert streaming.should_hold_compact(config(), sst2, kind)
+    assert not streaming.should_stream(config(), sst2, kind)  # held, below STREAM_MIN_BYTES
+    assert streaming.should_hold_compact(config(stream_train_data="false"), sst2, kind)
+    assert streaming.should_stream(config(stream_train_data="true"), sst2, kind)
+    # SWAG's rows are [rows, choices, seq]: auto streams it from AUTO_MIN_BYTES, as before.
+    assert not streaming.should_hold_compact(config(task="swag"), swag_task, choice_kind)
+    assert streaming.should_stream(config(task="swag"), swag_task, choice_kind)
+    assert not streaming.should_hold_compact(config(feature_cache_dir=str(tmp_path)), sst2,
+                                             kind)
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 2000)
+    assert streaming.should_stream(config(), sst2, kind)  # the 7 KB sample: streamed
+
+
+def test_a_run_holding_its_split_without_padding_trains_as_in_memory(tmp_path, monkeypatch):
+    real = streaming.CompactFeatures
+    padded = run_lib.execute(RunConfig(**{**RUN, "output_dir": str(tmp_path / "padded"),
+                                          "save_checkpoints_steps": 0}))
+    monkeypatch.setattr(streaming, "AUTO_MIN_BYTES", 1000)
+    made = []
+    monkeypatch.setattr(streaming, "CompactFeatures",
+                        lambda *a, **k: made.append(1) or real(*a, **k))
+    held = run_lib.execute(RunConfig(**{**RUN, "output_dir": str(tmp_path / "held"),
+                                        "save_checkpoints_steps": 0}))
+    assert made and held == padded
