@@ -1,8 +1,9 @@
 """NER tags inside the serving graph: a sentence string in, one tag per whitespace word out.
 
 The graph repeats `features.featurize_sentences` and `decoding.predict_word_tags`
-op for op, one sentence at a time (`tf.map_fn`), so a served tag is the tag the run's own
-evaluation gives for the same words:
+op for op, one sentence at a time (`tf.map_fn`) except for the model, which reads the
+windows of all the request's sentences in one call, so a served tag is the tag the run's
+own evaluation gives for the same words:
 
   1. the sentence is split on whitespace (Python's `str.split` characters) into words,
      each word into word pieces: a word with none keeps one [UNK] position, a word with

@@ -1,7 +1,8 @@
 """SQuAD answers inside the serving graph: question + context strings in, answer text out.
 
 The graph repeats what the Python path does (`features.build_features` then
-`decoding.decode`), op for op, one question at a time (`tf.map_fn`), so a served answer is
+`decoding.decode`), op for op, one question at a time (`tf.map_fn`) except for the model,
+which scores the windows of all the request's questions in one call, so a served answer is
 the answer the run's own evaluation gives for the same text:
 
   1. the context is split on BERT's SQuAD whitespace into words (with their offsets), each
