@@ -27,7 +27,9 @@ cores, load average before and after) to --work_dir.
 --tf_servers=lean,plain serves the export both ways: `lean` imports only TensorFlow and
 loads the three tokenizer op libraries (what TF Serving's model server has built in), with
 Keras kept out of the process; `plain` imports tensorflow_text, as a Python user would by
-default. --intra_op_threads / --inter_op_threads set tf.config.threading in the server.
+default; `lean_no_grappler` is `lean` with Grappler's graph optimisations off
+(tf.config.optimizer disable_meta_optimizer). --intra_op_threads / --inter_op_threads set
+tf.config.threading in the server.
 --baseline_work_dir=<an earlier bench's --work_dir> serves its exports as well (say, made
 by another commit), alternating with the rest: before / after on one loaded machine.
 """
@@ -90,6 +92,8 @@ if spec["lean"]:
         tf.load_op_library(os.path.join(ops, library))
 else:
     import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+if not spec["grappler"]:  # the first call then skips optimising each function's graph
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 if spec["intra_op_threads"] is not None:
     tf.config.threading.set_intra_op_parallelism_threads(spec["intra_op_threads"])
 if spec["inter_op_threads"] is not None:
@@ -97,11 +101,16 @@ if spec["inter_op_threads"] is not None:
 imported = time.time() - spawned
 serve = tf.saved_model.load(spec["export"]).signatures["serving_default"]
 loaded = time.time() - spawned
-framework = f"kerasbert SavedModel (TF {tf.__version__}{', lean' if spec['lean'] else ''})"
+framework = f"kerasbert SavedModel (TF {tf.__version__}, {spec['mode']})"
 def call(batch):
     out = serve(**{k: tf.constant([x[k] for x in batch]) for k in batch[0]})
     return {k: v.numpy() for k, v in out.items()}
 """ + MEASURE
+
+# --tf_servers: how the kerasbert side's process loads TensorFlow and runs the export.
+TF_SERVERS = {"lean": {"mode": "lean", "lean": True, "grappler": True},
+              "lean_no_grappler": {"mode": "lean, no Grappler", "lean": True, "grappler": False},
+              "plain": {"mode": "import tensorflow_text", "lean": False, "grappler": True}}
 
 HF_SERVER = r"""
 import json, sys, time
@@ -211,6 +220,11 @@ def serve(interpreter, program, spec):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def side_name(side, mode):
+    """serving.json's key of a kerasbert row: the side alone for the default (lean) server."""
+    return side if mode == "lean" else f"{side} {mode}"
+
+
 def baseline_export(work_dir, spec):
     """The highest version of the same task's export in an earlier bench's --work_dir."""
     folder = os.path.join(work_dir, spec["name"].replace(" (", "-").rstrip(")"), "saved_model")
@@ -287,7 +301,8 @@ def main():
     parser.add_argument("--tf_servers", default="lean",
                         help="how the kerasbert side loads, comma-separated, one row each: "
                         "lean (only TensorFlow and the three tokenizer op libraries, Keras "
-                        "kept out), plain (import tensorflow_text, as the docs' Python snippet)")
+                        "kept out), lean_no_grappler (the same, Grappler off), plain (import "
+                        "tensorflow_text, as the docs' Python snippet)")
     parser.add_argument("--intra_op_threads", type=int, default=None,
                         help="tf.config.threading intra-op threads of the kerasbert side "
                         "(default: TensorFlow's, one per core)")
@@ -317,8 +332,9 @@ def main():
             sys.exit(f"bench_serving: --{name}={getattr(args, name)}: must be 0 (TensorFlow "
                      "picks) or more")
     tf_servers = [x.strip() for x in args.tf_servers.split(",") if x.strip()]
-    if not tf_servers or set(tf_servers) - {"lean", "plain"}:
-        sys.exit(f"bench_serving: --tf_servers={args.tf_servers}: give lean, plain or both")
+    if not tf_servers or set(tf_servers) - set(TF_SERVERS):
+        sys.exit(f"bench_serving: --tf_servers={args.tf_servers}: give one or more of "
+                 f"{', '.join(TF_SERVERS)}")
     if args.baseline_work_dir and not os.path.isdir(args.baseline_work_dir):
         sys.exit(f"bench_serving: --baseline_work_dir={args.baseline_work_dir}: no such folder")
     taken = set()
@@ -338,11 +354,11 @@ def main():
     for i in range(args.rounds):
         for spec in specs:
             sides = rounds.setdefault(spec["name"], {})
-            jobs = [(f"kerasbert {mode}", sys.executable, TF_SERVER,
-                     {**spec, "lean": mode == "lean"}) for mode in tf_servers]
+            jobs = [(side_name("kerasbert", mode), sys.executable, TF_SERVER,
+                     {**spec, **TF_SERVERS[mode]}) for mode in tf_servers]
             if args.baseline_work_dir:
-                jobs += [(f"baseline {mode}", sys.executable, TF_SERVER,
-                          {**spec, "lean": mode == "lean",
+                jobs += [(side_name("baseline", mode), sys.executable, TF_SERVER,
+                          {**spec, **TF_SERVERS[mode],
                            "export": baseline_export(args.baseline_work_dir, spec)})
                          for mode in tf_servers]
             if args.torch_python:

@@ -416,10 +416,12 @@ def _serving_protos():
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     from tensorflow.core.framework import tensor_pb2
 
-    pool = descriptor_pool.DescriptorPool()
-    for module in ("types", "resource_handle", "tensor_shape", "tensor"):
-        pool.AddSerializedFile(__import__(f"tensorflow.core.framework.{module}_pb2",
-                                          fromlist=["DESCRIPTOR"]).DESCRIPTOR.serialized_pb)
+    pool = descriptor_pool.Default()  # holds TensorFlow's TensorProto
+    try:
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(
+            "serving_test.PredictionLog"))  # built by an earlier test
+    except KeyError:
+        pass
     f = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(
         name="serving_test.proto", package="serving_test", syntax="proto3",
