@@ -36,9 +36,8 @@ Outputs:
                       [None, None, num_labels], tag string [None, None] per position
 
 Span and tagging answers need windows over long inputs and post-processing (n-best span
-decoding, word re-alignment); the graph runs the model once on the windows of a request's
-texts and repeats the Python decoders op for op, one question or sentence at a time, so
-served answers equal the run's own predictions.
+decoding, word re-alignment); the graph repeats the Python decoders op for op, one
+question or sentence at a time, so served answers equal the run's own predictions.
 
 Loading the export in Python needs `import tensorflow_text` first (it registers the
 tokenizer's ops), or only its three op libraries (docs/serving.md, "Serving fast and

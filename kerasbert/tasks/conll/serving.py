@@ -1,9 +1,8 @@
 """NER tags inside the serving graph: a sentence string in, one tag per whitespace word out.
 
 The graph repeats `features.featurize_sentences` and `decoding.predict_word_tags`
-op for op, one sentence at a time (`tf.map_fn`) except for the model, which reads the
-windows of all the request's sentences in one call, so a served tag is the tag the run's
-own evaluation gives for the same words:
+op for op, one sentence at a time (`tf.map_fn`), so a served tag is the tag the run's own
+evaluation gives for the same words:
 
   1. the sentence is split on whitespace (Python's `str.split` characters) into words,
      each word into word pieces: a word with none keeps one [UNK] position, a word with
@@ -62,37 +61,16 @@ class WordTagger:
     def __init__(self, model, tokenizer, label_list, max_seq_length, document_context=0):
         self.model, self.tokenizer = model, tokenizer
         self.labels = tf.constant(list(label_list))
-        self.num_labels = len(label_list)
         self.capacity = int(max_seq_length) - 2
         self.context = context_pieces(document_context, max_seq_length)
 
     def __call__(self, text, left_context=None, right_context=None):
-        if left_context is None:  # no context: empty texts
-            left_context = right_context = tf.fill(tf.shape(text), "")
-        texts = (text, left_context, right_context)
-        # 1. each sentence's windows; 2. one model call on the windows of all sentences (a
-        # per-sentence call ran the model on one or two rows at a time); 3. each sentence's
-        # tags from its windows' logits.
-        rows = tf.map_fn(lambda t: self._rows(self._windows(*t)), texts,
-                         fn_output_signature=tf.RaggedTensorSpec([None, None], tf.int32,
-                                                                 ragged_rank=1))
-        windows = rows.row_lengths()
-        token_ids = rows.merge_dims(0, 1)
-
-        def scores():
-            return self.model({"token_ids": token_ids.to_tensor(self.tokenizer.pad_id),
-                               "segment_ids": tf.zeros_like(token_ids).to_tensor(0),
-                               "padding_mask": tf.ones_like(token_ids).to_tensor(0)},
-                              training=False)
-
-        # Every sentence has a window: no rows only for an empty batch (no model call).
-        logits = tf.cond(tf.size(windows) > 0, lambda: tf.cast(scores(), tf.float32),
-                         lambda: tf.zeros([0, 0, self.num_labels]))
-        per_sentence = tf.RaggedTensor.from_row_lengths(logits, windows)
         specs = {"tags": tf.RaggedTensorSpec([None], tf.string, ragged_rank=0),
                  "words": tf.RaggedTensorSpec([None], tf.string, ragged_rank=0)}
-        out = tf.map_fn(lambda x: self._decode(self._windows(*x[:3]), x[3]),
-                        (*texts, per_sentence), fn_output_signature=specs)
+        if left_context is None:  # no context: empty texts
+            left_context = right_context = tf.fill(tf.shape(text), "")
+        out = tf.map_fn(lambda texts: self._tag(*texts), (text, left_context, right_context),
+                        fn_output_signature=specs)
         return {"tags": out["tags"].to_tensor(""), "words": out["words"].to_tensor(""),
                 "num_words": tf.cast(out["words"].row_lengths(), tf.int32)}
 
@@ -109,8 +87,8 @@ class WordTagger:
         padded = tf.concat([pieces, tf.fill([tf.size(count), 1], tok.unk_id)], axis=1)
         return words, tf.ragged.boolean_mask(padded, tf.ragged.range(count + 1) < keep[:, None])
 
-    def _windows(self, text, left_context, right_context):
-        """One sentence's words and pieces, its windows and the context rows around them."""
+    def _tag(self, text, left_context, right_context):
+        tok = self.tokenizer
         words, pieces = self._pieces(text)
         lengths = tf.cast(pieces.row_lengths(), tf.int32)
         offsets = tf.concat([[0], tf.cumsum(lengths)], 0)
@@ -130,19 +108,15 @@ class WordTagger:
         own_end = before + tf.gather(offsets, ends)
         row_start, row_end = context_windows(own_start, own_end, tf.minimum(
             self.context, self.capacity - (own_end - own_start)), doc_offsets)
-        return dict(words=words, lengths=lengths, offsets=offsets, starts=starts, ends=ends,
-                    stream=stream, before=before, row_start=row_start, row_end=row_end)
 
-    def _rows(self, w):
-        """[CLS] window [SEP] token ids of one sentence, ragged [windows, (length)]."""
-        tok = self.tokenizer
-        rows = tf.gather(w["stream"], tf.ragged.range(w["row_start"], w["row_end"]))
-        column = tf.ones([tf.size(w["starts"]), 1], tf.int32)
-        return tf.concat([column * tok.cls_id, rows, column * tok.sep_id], axis=1)
+        rows = tf.gather(stream, tf.ragged.range(row_start, row_end))
+        column = tf.ones([tf.size(starts), 1], tf.int32)
+        token_ids = tf.concat([column * tok.cls_id, rows, column * tok.sep_id], axis=1)
+        logits = self.model({"token_ids": token_ids.to_tensor(tok.pad_id),
+                             "segment_ids": tf.zeros_like(token_ids).to_tensor(0),
+                             "padding_mask": tf.ones_like(token_ids).to_tensor(0)},
+                            training=False)
 
-    def _decode(self, w, logits):
-        """One sentence's tags from its windows' logits [windows, seq, labels]."""
-        lengths, offsets, starts, ends = w["lengths"], w["offsets"], w["starts"], w["ends"]
         # Each word is read in the window where it has the most context, at its first piece.
         word = tf.range(tf.size(lengths))[None, :]
         s, e = starts[:, None], ends[:, None]
@@ -152,10 +126,10 @@ class WordTagger:
         score = tf.cast(tf.minimum(left, right), tf.float64) + 0.01 * tf.cast(size, tf.float64)
         score = tf.where((word >= s) & (word < e), score, tf.cast(-float("inf"), tf.float64))
         owner = tf.cast(first_max_index(score), tf.int32)
-        position = 1 + w["before"] + offsets[:-1] - tf.gather(w["row_start"], owner)
+        position = 1 + before + offsets[:-1] - tf.gather(row_start, owner)
         word_logits = tf.gather_nd(logits, tf.stack([owner, position], axis=1))
         tags = tf.gather(self.labels, tf.argmax(word_logits, axis=-1))
-        return {"tags": tags, "words": w["words"]}
+        return {"tags": tags, "words": words}
 
 
 def context_windows(own_start, own_end, room, offsets):

@@ -1,8 +1,7 @@
 """SQuAD answers inside the serving graph: question + context strings in, answer text out.
 
 The graph repeats what the Python path does (`features.build_features` then
-`decoding.decode`), op for op, one question at a time (`tf.map_fn`) except for the model,
-which scores the windows of all the request's questions in one call, so a served answer is
+`decoding.decode`), op for op, one question at a time (`tf.map_fn`), so a served answer is
 the answer the run's own evaluation gives for the same text:
 
   1. the context is split on BERT's SQuAD whitespace into words (with their offsets), each
@@ -89,37 +88,16 @@ class SpanAnswerer:
     def __call__(self, question, context):
         tf.debugging.assert_equal(tf.size(question), tf.size(context),
                                   message="question and context need the same number of texts")
-        # 1. each question's windows; 2. one model call on the windows of all questions
-        # (one batch, as the Python path predicts: a per-question call ran the model on a
-        # few rows at a time); 3. each question decoded from its windows' logits.
-        row_spec = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
-        rows = tf.map_fn(lambda pair: self._rows(self._windows(*pair)), (question, context),
-                         fn_output_signature={"token_ids": row_spec, "segment_ids": row_spec})
-        windows = rows["token_ids"].row_lengths()
-        token_ids = rows["token_ids"].merge_dims(0, 1)
-        segment_ids = rows["segment_ids"].merge_dims(0, 1)
-
-        def scores():
-            return self.model({"token_ids": token_ids.to_tensor(self.tokenizer.pad_id),
-                               "segment_ids": segment_ids.to_tensor(0),
-                               "padding_mask": tf.ones_like(token_ids).to_tensor(0)},
-                              training=False)
-
-        # Every question has a window: no rows only for an empty batch, where the model
-        # is not called.
-        logits = tf.cond(tf.size(windows) > 0, scores, lambda: tf.zeros([0, 0, 2]))
-        per_question = tf.RaggedTensor.from_row_lengths(tf.cast(logits, tf.float32), windows)
         specs = {"answer": tf.TensorSpec([], tf.string), "score": tf.TensorSpec([], tf.float32),
                  "start": tf.TensorSpec([], tf.int32), "end": tf.TensorSpec([], tf.int32),
                  "null_odds": tf.TensorSpec([], tf.float32)}
-        out = tf.map_fn(lambda x: self._decode(self._windows(x[0], x[1]), x[2]),
-                        (question, context, per_question), fn_output_signature=specs)
+        out = tf.map_fn(self._answer, (question, context), fn_output_signature=specs)
         return {k: out[k] for k in self.output_names()}
 
     # --- one question ----------------------------------------------------------------------
 
-    def _windows(self, question, context):
-        """The context's words and pieces and the windows over them (`features.doc_windows`)."""
+    def _answer(self, pair):
+        question, context = pair
         tok = self.tokenizer
         context = tf.strings.unicode_transcode(context, "UTF-8", "UTF-8", errors="ignore")
         words, begins, _ = tf_text.regex_split_with_offsets(tf.reshape(context, [1]),
@@ -141,29 +119,17 @@ class SpanAnswerer:
         k = tf.where(n <= room, 1, 1 + (n - room + stride - 1) // stride)
         starts = tf.range(k) * stride
         lengths = tf.minimum(room, n - starts)
-        return dict(words=words, word_chars=word_chars, piece_ids=piece_ids,
-                    piece_to_word=piece_to_word, n=n, query=query, q_len=q_len, k=k,
-                    starts=starts, lengths=lengths)
-
-    def _rows(self, w):
-        """[CLS] question [SEP] window [SEP] rows of one question: token and segment ids."""
-        tok, k = self.tokenizer, w["k"]
-        passage = tf.gather(w["piece_ids"], tf.ragged.range(w["starts"],
-                                                            w["starts"] + w["lengths"]))
+        passage = tf.gather(piece_ids, tf.ragged.range(starts, starts + lengths))
         column = tf.ones([k, 1], tf.int32)
-        question_rows = tf.RaggedTensor.from_tensor(tf.tile(w["query"][None], [k, 1]))
+        question_rows = tf.RaggedTensor.from_tensor(tf.tile(query[None], [k, 1]))
         token_ids = tf.concat([column * tok.cls_id, question_rows, column * tok.sep_id,
                                passage, column * tok.sep_id], axis=1)
         segment_ids = tf.concat([tf.zeros_like(column), tf.zeros_like(question_rows),
                                  tf.zeros_like(column), tf.ones_like(passage), column], axis=1)
-        return {"token_ids": token_ids, "segment_ids": segment_ids}
-
-    def _decode(self, w, logits):
-        """The answer of one question from its windows' logits [windows, seq, 2] (padded
-        positions hold the head's PADDING_LOGIT, so they are never a valid span)."""
-        words, word_chars, piece_ids = w["words"], w["word_chars"], w["piece_ids"]
-        piece_to_word, n, q_len, k = w["piece_to_word"], w["n"], w["q_len"], w["k"]
-        starts, lengths = w["starts"], w["lengths"]
+        logits = self.model({"token_ids": token_ids.to_tensor(tok.pad_id),
+                             "segment_ids": segment_ids.to_tensor(0),
+                             "padding_mask": tf.ones_like(token_ids).to_tensor(0)},
+                            training=False)
         logits = tf.cast(logits, tf.float64)  # sums in float64, as the Python decoder
 
         # Each piece belongs to the window where it has the most context.
