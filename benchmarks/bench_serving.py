@@ -8,19 +8,30 @@ with --torch_python, the HuggingFace folder (kerasbert.export.checkpoint) of the
 weights into --work_dir, reads the run's dev texts (its --predict_file or --data_dir, else
 the bundled sample), and serves them from raw text in fresh processes, one after the other:
 
-- kerasbert: a process that imports only tensorflow and tensorflow_text (as TF Serving
-  loads an export) and calls the export's `serving_default`;
+- kerasbert: a process that imports only TensorFlow and the export's tokenizer ops (as TF
+  Serving loads an export; see --tf_servers) and calls the export's `serving_default`;
 - HuggingFace: a transformers `pipeline` (text-classification; token-classification with
   first-sub-token words) on PyTorch in --torch_python; for SQuAD, whose pipeline
   transformers 5 removed, its fast tokenizer's overlapping windows (the run's
   max_seq_length, doc_stride as the overlap) and the best span of ≤ max_answer_length
   pieces over the windows, as HuggingFace's run_qa.py example decodes.
 
-Each reports the seconds from its process start to the first answer, the latency of
---requests single-text requests (p50 and p99 in ms, after --warmup), the throughput of
-batches of --batch_size texts (texts/s, median batch), and its peak RSS. With --rounds=N
-the sides alternate N times (medians over rounds). Prints one Markdown table and writes
-`serving.md` / `serving.json` to --work_dir.
+Each reports the seconds from its process start to the first answer (and to the end of
+its imports and of loading the model), the latency of --requests single-text requests
+(p50 and p99 in ms, after --warmup), the throughput of batches of --batch_size texts
+(texts/s, median batch), and its peak RSS. With --rounds=N the sides alternate N times,
+each round in the other order (latencies pooled, medians over rounds). Prints one Markdown
+table and writes `serving.md` / `serving.json` (with the host: CPU model, ISA flags,
+cores, load average before and after) to --work_dir.
+
+--tf_servers=lean,plain serves the export both ways: `lean` imports only TensorFlow and
+loads the three tokenizer op libraries (what TF Serving's model server has built in), with
+Keras kept out of the process; `plain` imports tensorflow_text, as a Python user would by
+default; `lean_no_grappler` is `lean` with Grappler's graph optimisations off
+(tf.config.optimizer disable_meta_optimizer). --intra_op_threads / --inter_op_threads set
+tf.config.threading in the server.
+--baseline_work_dir=<an earlier bench's --work_dir> serves its exports as well (say, made
+by another commit), alternating with the rest: before / after on one loaded machine.
 """
 
 import argparse
@@ -57,27 +68,55 @@ for batch in batches:
 with open("/proc/self/status") as f:
     peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
 print(json.dumps({"framework": framework, "first_answer_seconds": first,
+                  "import_seconds": imported, "load_seconds": loaded,
                   "latencies": latencies, "batch_times": batch_times, "batch_size": b,
                   "peak_rss_mb": peak}))
 """
 
 TF_SERVER = r"""
-import json, sys, time
+import json, os, sys, time
 spawned = float(sys.argv[2])
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
 spec = json.load(open(sys.argv[1]))
+if spec["lean"]:
+    # TensorFlow imports Keras 3 at `import tensorflow` when it is installed (for its
+    # optimizers' SavedModel registrations): a serving process needs none of it.
+    sys.modules["keras"] = None
+import tensorflow as tf
+if spec["lean"]:
+    # The export's three tokenizer ops, without tensorflow_text's Python package (which
+    # loads every op library it has and its Keras layers).
+    import importlib.util
+    ops = os.path.join(importlib.util.find_spec("tensorflow_text").submodule_search_locations[0],
+                       "python", "ops")
+    for library in ("_normalize_ops.so", "_regex_split_ops.so", "_wordpiece_tokenizer.so"):
+        tf.load_op_library(os.path.join(ops, library))
+else:
+    import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+if not spec["grappler"]:  # the first call then skips optimising each function's graph
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+if spec["intra_op_threads"] is not None:
+    tf.config.threading.set_intra_op_parallelism_threads(spec["intra_op_threads"])
+if spec["inter_op_threads"] is not None:
+    tf.config.threading.set_inter_op_parallelism_threads(spec["inter_op_threads"])
+imported = time.time() - spawned
 serve = tf.saved_model.load(spec["export"]).signatures["serving_default"]
-framework = f"kerasbert SavedModel (TF {tf.__version__})"
+loaded = time.time() - spawned
+framework = f"kerasbert SavedModel (TF {tf.__version__}, {spec['mode']})"
 def call(batch):
     out = serve(**{k: tf.constant([x[k] for x in batch]) for k in batch[0]})
     return {k: v.numpy() for k, v in out.items()}
 """ + MEASURE
 
+# --tf_servers: how the kerasbert side's process loads TensorFlow and runs the export.
+TF_SERVERS = {"lean": {"mode": "lean", "lean": True, "grappler": True},
+              "lean_no_grappler": {"mode": "lean, no Grappler", "lean": True, "grappler": False},
+              "plain": {"mode": "import tensorflow_text", "lean": False, "grappler": True}}
+
 HF_SERVER = r"""
 import json, sys, time
 spawned = float(sys.argv[2])
 import torch, transformers
+imported = time.time() - spawned
 spec = json.load(open(sys.argv[1]))
 kind = spec["kind"]
 framework = f"HF pipeline (torch {torch.__version__})"
@@ -120,6 +159,7 @@ else:
         else:
             items = [x["text"] for x in batch]
         return pipe(items, batch_size=len(items))
+loaded = time.time() - spawned
 """ + MEASURE
 
 
@@ -180,6 +220,44 @@ def serve(interpreter, program, spec):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def side_name(side, mode):
+    """serving.json's key of a kerasbert row: the side alone for the default (lean) server."""
+    return side if mode == "lean" else f"{side} {mode}"
+
+
+def baseline_export(work_dir, spec):
+    """The highest version of the same task's export in an earlier bench's --work_dir."""
+    folder = os.path.join(work_dir, spec["name"].replace(" (", "-").rstrip(")"), "saved_model")
+    versions = [int(v) for v in (os.listdir(folder) if os.path.isdir(folder) else [])
+                if v.isdigit()]
+    if not versions:
+        sys.exit(f"bench_serving: --baseline_work_dir: no export of {spec['name']} in {folder}")
+    return os.path.join(folder, str(max(versions)))
+
+
+def host():
+    """What the numbers were taken on: CPU model and vector ISA flags, cores, load."""
+    cpu = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                cpu.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    flags = cpu.get("flags", "").split()
+    import platform
+
+    return {"cpu_model": cpu.get("model name") or platform.processor() or "unknown CPU",
+            "isa_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "sse4")))
+            or flags,
+            "cpus_visible": os.cpu_count(),
+            "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
 def merge(reports):
     """One row per side: latencies and batch times pooled over rounds, first-answer time
     the median of the rounds, peak memory the maximum."""
@@ -187,6 +265,8 @@ def merge(reports):
     batch = float(np.median([x for r in reports for x in r["batch_times"]]))
     return {"framework": reports[0]["framework"],
             "first_answer_seconds": float(np.median([r["first_answer_seconds"] for r in reports])),
+            "import_seconds": float(np.median([r["import_seconds"] for r in reports])),
+            "load_seconds": float(np.median([r["load_seconds"] for r in reports])),
             "p50_ms": float(np.percentile(latencies, 50)),
             "p99_ms": float(np.percentile(latencies, 99)),
             "texts_per_second": reports[0]["batch_size"] / batch,
@@ -195,11 +275,13 @@ def merge(reports):
 
 
 def table(results, batch_size):
-    lines = [f"| task | server | start → 1st answer s | batch 1 p50 ms | p99 ms | "
-             f"batch {batch_size} texts/s | peak RSS MB |", "|---|---|---|---|---|---|---|"]
+    lines = [f"| task | server | start → 1st answer s (imported, loaded) | batch 1 p50 ms | "
+             f"p99 ms | batch {batch_size} texts/s | peak RSS MB |",
+             "|---|---|---|---|---|---|---|"]
     for name, sides in results.items():
         for r in sides.values():
-            lines.append(f"| {name} | {r['framework']} | {r['first_answer_seconds']:.1f} | "
+            lines.append(f"| {name} | {r['framework']} | {r['first_answer_seconds']:.1f} "
+                         f"({r['import_seconds']:.1f}, {r['load_seconds']:.1f}) | "
                          f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['texts_per_second']:.1f} "
                          f"| {r['peak_rss_mb']:.0f} |")
     return "\n".join(lines) + "\n"
@@ -216,6 +298,20 @@ def main():
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--max_texts", type=int, default=512, help="dev texts read per task")
+    parser.add_argument("--tf_servers", default="lean",
+                        help="how the kerasbert side loads, comma-separated, one row each: "
+                        "lean (only TensorFlow and the three tokenizer op libraries, Keras "
+                        "kept out), lean_no_grappler (the same, Grappler off), plain (import "
+                        "tensorflow_text, as the docs' Python snippet)")
+    parser.add_argument("--intra_op_threads", type=int, default=None,
+                        help="tf.config.threading intra-op threads of the kerasbert side "
+                        "(default: TensorFlow's, one per core)")
+    parser.add_argument("--inter_op_threads", type=int, default=None,
+                        help="tf.config.threading inter-op threads (default: TensorFlow's)")
+    parser.add_argument("--baseline_work_dir", default=None,
+                        help="the --work_dir of an earlier bench_serving run (e.g. of another "
+                        "commit): its exports are served too, as a 'baseline' row, "
+                        "alternating with the others")
     args = parser.parse_args()
     from kerasbert import run_folder
 
@@ -231,6 +327,16 @@ def main():
                         ("batches", args.batches), ("rounds", args.rounds)):
         if value < 1:
             sys.exit(f"bench_serving: --{name}={value}: must be a positive integer")
+    for name in ("intra_op_threads", "inter_op_threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            sys.exit(f"bench_serving: --{name}={getattr(args, name)}: must be 0 (TensorFlow "
+                     "picks) or more")
+    tf_servers = [x.strip() for x in args.tf_servers.split(",") if x.strip()]
+    if not tf_servers or set(tf_servers) - set(TF_SERVERS):
+        sys.exit(f"bench_serving: --tf_servers={args.tf_servers}: give one or more of "
+                 f"{', '.join(TF_SERVERS)}")
+    if args.baseline_work_dir and not os.path.isdir(args.baseline_work_dir):
+        sys.exit(f"bench_serving: --baseline_work_dir={args.baseline_work_dir}: no such folder")
     taken = set()
     specs = [prepare(run, args.work_dir, bool(args.torch_python), args.max_texts, taken)
              for run in runs]
@@ -239,27 +345,44 @@ def main():
             sys.exit(f"bench_serving: {spec['name']}: {len(spec['inputs'])} dev texts, fewer "
                      f"than --batch_size={args.batch_size}")
         spec.update(requests=args.requests, warmup=args.warmup, batch_size=args.batch_size,
-                    batches=args.batches)
+                    batches=args.batches, intra_op_threads=args.intra_op_threads,
+                    inter_op_threads=args.inter_op_threads)
     if not args.torch_python:
         print("bench_serving: no --torch_python: the HuggingFace side is skipped")
+    host_before = host()
     rounds = {}
-    for _ in range(args.rounds):
+    for i in range(args.rounds):
         for spec in specs:
             sides = rounds.setdefault(spec["name"], {})
-            sides.setdefault("kerasbert", []).append(serve(sys.executable, TF_SERVER, spec))
+            jobs = [(side_name("kerasbert", mode), sys.executable, TF_SERVER,
+                     {**spec, **TF_SERVERS[mode]}) for mode in tf_servers]
+            if args.baseline_work_dir:
+                jobs += [(side_name("baseline", mode), sys.executable, TF_SERVER,
+                          {**spec, **TF_SERVERS[mode],
+                           "export": baseline_export(args.baseline_work_dir, spec)})
+                         for mode in tf_servers]
             if args.torch_python:
-                sides.setdefault("huggingface", []).append(
-                    serve(args.torch_python, HF_SERVER, spec))
+                jobs.append(("huggingface", args.torch_python, HF_SERVER, spec))
+            # Each round in the other order: neither side always runs after the other.
+            for side, interpreter, program, job in (jobs if i % 2 == 0 else jobs[::-1]):
+                report = serve(interpreter, program, job)
+                if side.startswith("baseline"):
+                    report["framework"] = "baseline: " + report["framework"]
+                sides.setdefault(side, []).append(report)
     results = {name: {side: merge(reports) for side, reports in sides.items()}
                for name, sides in rounds.items()}
-    text = (f"Serving from raw text, {os.cpu_count()} CPUs visible; {args.rounds} round(s) × "
+    machine = {"before": host_before, "after": host()}
+    text = (f"Serving from raw text on {machine['before']['cpu_model']} "
+            f"({os.cpu_count()} CPUs visible, load average {machine['before']['load_average']} "
+            f"before, {machine['after']['load_average']} after); {args.rounds} round(s) × "
             f"{args.requests} single-text requests (after {args.warmup}) and {args.batches} "
             f"batches of {args.batch_size}\n\n" + table(results, args.batch_size))
     from kerasbert.io_utils import atomic_write_json, atomic_write_text
 
     atomic_write_text(os.path.join(args.work_dir, "serving.md"), text)
     atomic_write_json(os.path.join(args.work_dir, "serving.json"),
-                      {"runs": runs, "settings": vars(args), "results": results})
+                      {"runs": runs, "settings": vars(args), "host": machine,
+                       "results": results})
     print(text)
 
 

@@ -40,9 +40,11 @@ decoding, word re-alignment); the graph repeats the Python decoders op for op, o
 question or sentence at a time, so served answers equal the run's own predictions.
 
 Loading the export in Python needs `import tensorflow_text` first (it registers the
-tokenizer's ops); TF Serving's model server has them built in. Each signature is also an
-attribute of the same name taking one dict, what `keras.layers.TFSMLayer(path,
-call_endpoint="serving_default")` calls.
+tokenizer's ops), or only its three op libraries (docs/serving.md, "Serving fast and
+lean"); TF Serving's model server has them built in. Each signature is also an attribute
+of the same name taking one dict, what `keras.layers.TFSMLayer(path,
+call_endpoint="serving_default")` calls. assets.extra/tf_serving_warmup_requests holds one
+request per signature, which TF Serving runs before it serves a version.
 """
 
 import copy
@@ -54,6 +56,7 @@ import re
 import secrets
 import sys
 
+import numpy as np
 import tensorflow as tf
 
 from kerasbert import plugins, run_folder, storage
@@ -63,6 +66,10 @@ from kerasbert.io_utils import atomic_write_json, check_can_create
 from kerasbert.model.builder import rebuild_trained_model
 
 METADATA = os.path.join("assets.extra", "kerasbert.json")  # TF Serving ignores the rest of it
+# Requests TF Serving runs once per signature while loading a version, before it serves it:
+# the first real request then finds the graph already optimised (see docs/serving.md).
+WARMUP = os.path.join("assets.extra", "tf_serving_warmup_requests")
+WARMUP_TEXT = "A short warm-up text."
 TEMP_PREFIX = ".tmp-"  # TF Serving only loads folders named by a number
 TOKEN_ID_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -179,6 +186,62 @@ def write_saved_model(run, path):
     root.model_variables = list({id(v): v for fn in signatures.values()
                                  for v in fn.variables}.values())
     tf.saved_model.save(root, path, signatures=signatures)
+    _write_warmup(path, signatures, tokenizer)
+
+
+# --- TF Serving warm-up records ----------------------------------------------------------
+
+def _field(number, payload):
+    """One length-delimited protobuf field (wire type 2)."""
+    def varint(n):
+        out = bytearray()
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def predict_log(signature_name, inputs):
+    """A serialized tensorflow.serving.PredictionLog holding one PredictRequest (field
+    numbers of tensorflow_serving/apis/prediction_log.proto, predict.proto, model.proto),
+    written by hand so that exporting needs no tensorflow-serving-api."""
+    spec = _field(3, signature_name.encode())  # ModelSpec.signature_name
+    request = _field(1, spec) + b"".join(  # PredictRequest.model_spec, .inputs map entries
+        _field(2, _field(1, name.encode()) + _field(2, tf.make_tensor_proto(value)
+                                                   .SerializeToString()))
+        for name, value in sorted(inputs.items()))
+    return _field(6, _field(1, request))  # PredictionLog.predict_log, PredictLog.request
+
+
+def warmup_inputs(function, tokenizer):
+    """One small request for a signature, from its input specs: a batch of one short text
+    per string input, [CLS] [SEP] for token ids."""
+    inputs = {}
+    args, kwargs = function.structured_input_signature  # traced: one dict; loaded: kwargs
+    for name, spec in (kwargs or args[0]).items():
+        shape = [1 if d is None else d for d in spec.shape.as_list()]
+        if spec.dtype == tf.string:
+            inputs[name] = np.full(shape, WARMUP_TEXT.encode(), dtype=object)
+        else:
+            row = {"token_ids": [tokenizer.cls_id, tokenizer.sep_id],
+                   "segment_ids": [0, 0]}.get(name, [1, 1])
+            inputs[name] = np.broadcast_to(np.asarray(row, spec.dtype.as_numpy_dtype),
+                                           shape[:-1] + [2]).copy()
+    return inputs
+
+
+def _write_warmup(path, signatures, tokenizer):
+    """assets.extra/tf_serving_warmup_requests: one request per signature, each first
+    checked against the function it warms (a request TF Serving cannot run would stop it
+    from loading the version)."""
+    storage.makedirs(os.path.join(path, "assets.extra"))
+    with tf.io.TFRecordWriter(os.path.join(path, WARMUP)) as writer:
+        for name, function in sorted(signatures.items()):
+            inputs = warmup_inputs(function, tokenizer)
+            function({k: tf.constant(v) for k, v in inputs.items()})
+            writer.write(predict_log(name, inputs))
 
 
 def _write_metadata(run, path):

@@ -409,6 +409,73 @@ def test_saved_model_cli_lists_both_signatures(exported, served, name):
     assert {k: signatures.get(k) for k in expected} == expected
 
 
+def _serving_protos():
+    """PredictionLog, built here from the field numbers of tensorflow_serving/apis/*.proto
+    (tensorflow-serving-api is not a dependency): a reading of the warm-up records
+    independent of the hand-written bytes of `saved_model.predict_log`."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from tensorflow.core.framework import tensor_pb2
+
+    pool = descriptor_pool.Default()  # holds TensorFlow's TensorProto
+    try:
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(
+            "serving_test.PredictionLog"))  # built by an earlier test
+    except KeyError:
+        pass
+    f = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="serving_test.proto", package="serving_test", syntax="proto3",
+        dependency=[tensor_pb2.DESCRIPTOR.name])
+
+    def message(name, fields, parent=None):
+        m = (parent.nested_type if parent else file.message_type).add(name=name)
+        for field_name, number, kind, type_name in fields:
+            label = f.LABEL_REPEATED if field_name == "inputs" else f.LABEL_OPTIONAL
+            m.field.add(name=field_name, number=number, type=kind, label=label,
+                        type_name=type_name)
+        return m
+
+    message("ModelSpec", [("signature_name", 3, f.TYPE_STRING, None)])
+    request = message("PredictRequest", [
+        ("model_spec", 1, f.TYPE_MESSAGE, ".serving_test.ModelSpec"),
+        ("inputs", 2, f.TYPE_MESSAGE, ".serving_test.PredictRequest.InputsEntry")])
+    entry = message("InputsEntry", [("key", 1, f.TYPE_STRING, None),
+                                    ("value", 2, f.TYPE_MESSAGE, ".tensorflow.TensorProto")],
+                    parent=request)
+    entry.options.map_entry = True
+    message("PredictLog", [("request", 1, f.TYPE_MESSAGE, ".serving_test.PredictRequest")])
+    message("PredictionLog", [("predict_log", 6, f.TYPE_MESSAGE, ".serving_test.PredictLog")])
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(
+        "serving_test.PredictionLog"))
+
+
+@pytest.mark.parametrize("name", ["mrpc", "swag"])
+def test_warmup_requests_run_in_a_session_as_tf_serving_runs_them(exported, name):
+    """assets.extra/tf_serving_warmup_requests: one PredictionLog per signature, whose
+    request a TF1 Session load (what TF Serving does before it serves a version) runs."""
+    import tensorflow as tf
+
+    e = _need(exported, name)
+    log_class = _serving_protos()
+    path = os.path.join(e.path, saved_model.WARMUP)
+    requests = [log_class.FromString(r.numpy()).predict_log.request
+                for r in tf.data.TFRecordDataset(path)]
+    with tf.compat.v1.Graph().as_default(), tf.compat.v1.Session() as sess:
+        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], e.path)
+        assert sorted(r.model_spec.signature_name for r in requests) == sorted(
+            k for k in meta.signature_def if k != "__saved_model_init_op")
+        for request in requests:
+            sig = meta.signature_def[request.model_spec.signature_name]
+            assert set(request.inputs) == set(sig.inputs)
+            feed = {sig.inputs[k].name: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            outputs = sess.run({k: v.name for k, v in sig.outputs.items()}, feed)
+            assert {v.shape[0] for v in outputs.values()} == {1}  # one answer per request
+    texts = [tf.make_ndarray(v) for r in requests for v in r.inputs.values()
+             if v.dtype == tf.string.as_datatype_enum]
+    assert texts and all(x == saved_model.WARMUP_TEXT.encode() for t in texts for x in t.flat)
+
+
 # --- the export folder --------------------------------------------------------------------
 
 def test_export_writes_a_numbered_version_with_client_metadata(exported):
