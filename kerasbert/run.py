@@ -38,6 +38,7 @@ from kerasbert.export.saved_model import (
 )
 from kerasbert.heads.feature_bilstm import attach_cached_features
 from kerasbert.io_utils import check_can_create
+from kerasbert.metrics import failure_check, greater_is_better
 from kerasbert.model import adapters, builder, encoders
 from kerasbert.training import precision, run_state
 from kerasbert.training.loop import Timer, Trainer
@@ -289,6 +290,29 @@ def write_test_predictions(config, task, trainer, features):
     return metrics
 
 
+def check_failure(config, task, kind, features, metrics):
+    """metrics.json's "failure" record: the final dev main metric against the
+    constant-prediction baseline of the first dev split (`Task.constant_baseline`) plus
+    --failure_margin; None without dev metrics. A baseline that cannot be computed is
+    recorded as unknown (None), never an error: the run's results stand."""
+    split = task.dev_splits[0]
+    if not metrics or split not in features:
+        return None
+    try:
+        baseline = task.constant_baseline(features[split], split, kind)
+    except Exception as e:  # a plugin's scoring of constant outputs: the run is not lost
+        log(f"kerasbert: constant-prediction baseline unknown ({type(e).__name__}: {e})")
+        baseline = None
+    metric = task.main_metric
+    record = failure_check(metric, metrics.get(metric), baseline, config.failure_margin,
+                           greater_is_better(metric, task, kind))
+    if record["failed"]:
+        log(f"kerasbert: failed run: dev {metric}={record['value']:.4f} is no better than "
+            f"the constant-prediction baseline {baseline:.4f} (+ --failure_margin="
+            f"{config.failure_margin:g})")
+    return record
+
+
 # --- save --------------------------------------------------------------------------------
 
 def export_once(config, registry):
@@ -383,7 +407,8 @@ def _execute(config, registry, task, head_spec):
     precision.set_policy("none")  # the next model built here (the export's) is float32
     if config.export_dir:  # before the finished marker: a run killed here resumes to export
         export_once(config, registry)
-    run_folder.write_metrics(out, results, per_phase)
+    failure = check_failure(config, task, registry.kind_of(task), features, metrics)
+    run_folder.write_metrics(out, results, per_phase, failure)
     if not config.keep_checkpoints:  # finished: the resume state is no longer needed
         run_folder.drop_resume_state(out)
     report.write_run_report(out, task.main_metric)

@@ -6,9 +6,14 @@ the readers and writers of a run's config, metrics, history and eval results.
                               far, eval_seconds: that epoch's dev evaluation, and
                               trained_parameters: how many the phase's optimizer updates,
                               peak_rss_mb: the process's peak resident MiB in the phase so
-                              far, where Linux lets it be measured)
+                              far, where Linux lets it be measured; with
+                              --grad_norm_every, grad_norm/<group>: the epoch's mean gradient
+                              norm per group, grad_norm_last/<group>: its last step's)
+            grad_norms.csv    the gradient norms per group every --grad_norm_every steps
             eval_results.txt  `name = value` per dev metric (google-research/bert's file)
-            metrics.json      the final dev metrics: written last, the finished marker
+            metrics.json      the final dev metrics: written last, the finished marker;
+                              "failure": whether the run failed (dev main metric at or
+                              below the constant-prediction baseline + --failure_margin)
             model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone (its
                               config and vocabulary; its weights: model.weights.h5's backbone/)
             checkpoints/      resume state, dropped when the run finishes (--keep_checkpoints)
@@ -48,6 +53,7 @@ RUN_CONFIG = "run_config.json"
 METRICS = "metrics.json"  # written last: a run folder with it holds a finished run
 EVAL_RESULTS = "eval_results.txt"
 HISTORY = "history.csv"
+GRAD_NORMS = "grad_norms.csv"
 MODEL_WEIGHTS = "model.weights.h5"
 EXPORT_RECORD = "export.json"
 REPORT = "report.md"
@@ -64,7 +70,8 @@ BEST_HEAD = "best_head.npz"  # the frozen phase's best head (--frozen_patience)
 PHASE_METRICS = "phases.json"  # dev metrics at the end of each finished phase
 
 # The small files that say what a run did (a sweep keeps them when it prunes a run).
-SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, REPORT, CURVES, PRUNED, FAILED)
+SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, GRAD_NORMS, REPORT, CURVES, PRUNED,
+                 FAILED)
 FOLDER_ROLES = {TENSORBOARD_DIR: "TensorBoard events (`tensorboard --logdir` this folder)",
                 CHECKPOINT_DIR: "resume state (latest epoch)",
                 ENCODER_DIR: "the fine-tuned encoder (`--init_checkpoint=` this run)"}
@@ -133,18 +140,36 @@ def write_config(run_dir, config):
     atomic_write_json(path(run_dir, RUN_CONFIG), config.to_dict())
 
 
+# metrics.json's entry that is a record, not a metric (read by `read_failure_check`).
+FAILURE_KEY = "failure"
+
+
 def read_metrics(run_dir):
-    """metrics.json ({} for an unfinished run). Stack-and-finetune runs also hold each
-    phase's metrics under "phases"."""
+    """metrics.json ({} for an unfinished run), without its "failure" record (see
+    `read_failure_check`). Stack-and-finetune runs also hold each phase's metrics under
+    "phases"."""
     file = path(run_dir, METRICS)
-    return read_json_object(file) if storage.isfile(file) else {}
+    metrics = read_json_object(file) if storage.isfile(file) else {}
+    metrics.pop(FAILURE_KEY, None)
+    return metrics
 
 
-def write_metrics(run_dir, metrics, per_phase=None):
-    """The finished marker: final dev metrics, plus each phase's when there were several."""
-    atomic_write_json(path(run_dir, METRICS),
-                      {**metrics, "phases": per_phase} if per_phase and len(per_phase) > 1
-                      else metrics)
+def write_metrics(run_dir, metrics, per_phase=None, failure=None):
+    """The finished marker: final dev metrics, plus each phase's when there were several,
+    and the failed-run check (`failure`: {"failed", "metric", "value", "baseline",
+    "margin", ...}) when the run made one."""
+    record = {**metrics, "phases": per_phase} if per_phase and len(per_phase) > 1 else metrics
+    if failure is not None:
+        record = {**record, FAILURE_KEY: failure}
+    atomic_write_json(path(run_dir, METRICS), record)
+
+
+def read_failure_check(run_dir):
+    """The run's failed-run check from metrics.json ("failed": true, false, or None when
+    its baseline is unknown), or None for a run made without one (older runs)."""
+    file = path(run_dir, METRICS)
+    record = read_json_object(file).get(FAILURE_KEY) if storage.isfile(file) else None
+    return record if isinstance(record, dict) else None
 
 
 def read_eval_results(run_dir):
@@ -206,6 +231,15 @@ def read_run_history(run_dir):
 
 def write_run_history(run_dir, rows):
     write_history(path(run_dir, HISTORY), rows)
+
+
+def read_grad_norms(run_dir):
+    """grad_norms.csv as a list of dict rows (strings), [] when absent."""
+    return read_history(path(run_dir, GRAD_NORMS))
+
+
+def write_grad_norms(run_dir, rows):
+    write_history(path(run_dir, GRAD_NORMS), rows)
 
 
 def read_failure(run_dir):

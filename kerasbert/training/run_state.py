@@ -34,6 +34,7 @@ class Position:
     seen: float = 0.0
     best: float | None = None
     since_best: int = 0
+    grad_norm_sum: tuple = ()  # that partial epoch's summed gradient norms per group
 
 
 class NonFiniteWeightsError(TrainingError):
@@ -50,7 +51,7 @@ class RunState:
     index holds a checksum of every tensor) and the previous one is used instead.
     """
 
-    def __init__(self, output_dir, model, optimizers, loss_scales=None):
+    def __init__(self, output_dir, model, optimizers, loss_scales=None, grad_norm_size=0):
         self.directory = os.path.join(output_dir, CHECKPOINT_DIR)
         self.model = model
         self.optimizers = list(optimizers.values())
@@ -64,6 +65,9 @@ class RunState:
             "step": variable(0, tf.int64), "loss_sum": variable(0.0, tf.float64),
             "correct": variable(0.0, tf.float64), "seen": variable(0.0, tf.float64),
             "best": variable(math.nan, tf.float64), "since_best": variable(0, tf.int64)}
+        self.grad_norm_size = grad_norm_size
+        if grad_norm_size:  # --grad_norm_every: per group
+            self.variables["grad_norm_sum"] = variable(np.zeros(grad_norm_size), tf.float64)
         # tf.train.Checkpoint does not follow Keras 3 layers to their dropout seed-generator
         # states; saving them too makes a resumed run draw the same dropout masks.
         non_trainable = [v.value for v in model.non_trainable_variables]
@@ -118,7 +122,8 @@ class RunState:
                         loss_sum=float(v["loss_sum"]), correct=float(v["correct"]),
                         seen=float(v["seen"]),
                         best=None if math.isnan(v["best"]) else float(v["best"]),
-                        since_best=int(v["since_best"]))
+                        since_best=int(v["since_best"]),
+                        grad_norm_sum=tuple(float(x) for x in v.get("grad_norm_sum", ())))
 
     def save(self, phase, finished_epochs, position=None):
         """Saves the run at `phase`, after `finished_epochs` (and `position.step` steps of
@@ -128,6 +133,8 @@ class RunState:
         check_finite(self.model, sum(int(o.iterations.numpy()) for o in self.optimizers))
         for name, var in self.variables.items():
             value = getattr(position, name)
+            if name == "grad_norm_sum":
+                value = value or np.zeros(self.grad_norm_size)
             var.assign(math.nan if value is None else value)
         try:
             self.last_good = self.manager.save()
