@@ -267,7 +267,7 @@ class RunConfig:
         "constant-prediction baseline of the dev set (the majority class's accuracy, the "
         "all-positive F1, ...) plus this margin, in the metric's own units (above it minus the "
         "margin, for a metric where lower is better). 0 = Mosbach et al. (2021): no better "
-        "than the majority classifier. Recorded in metrics.json under \"failure\".")
+        "than the majority classifier. Recorded in <output_dir>/failure_check.json.")
 
     # --- Devices and numerics ---
     distribution_strategy: str = setting(

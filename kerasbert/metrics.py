@@ -42,7 +42,7 @@ def finite_value(metrics, metric):
 
 
 def failure_check(metric, value, baseline, margin, greater=None):
-    """metrics.json's "failure" record of a run whose dev `metric` is `value`: "failed" when
+    """failure_check.json's record of a run whose dev `metric` is `value`: "failed" when
     it is at or below `baseline` (the constant-prediction baseline,
     `Task.constant_baseline`) plus `margin` (at or above baseline − margin where lower is
     better; Mosbach et al. 2021: at or below the majority classifier). "failed" is None

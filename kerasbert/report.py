@@ -98,7 +98,7 @@ def write_run_report(run_dir, main_metric=None):
 
 
 def failure_line(failure):
-    """The report's line on the failed-run check (metrics.json's "failure")."""
+    """The report's line on the failed-run check (failure_check.json)."""
     metric, value, baseline = failure.get("metric"), failure.get("value"), failure.get("baseline")
     margin = failure.get("margin") or 0.0
     if baseline is None:
@@ -134,7 +134,7 @@ def _file_lines(run_dir):
         lines.append(f"- [{n}]({n})" + (" (weights of encoder + head)"
                                          if n.endswith(".weights.h5") else ""))
     for n in (run_folder.METRICS, run_folder.EVAL_RESULTS, run_folder.HISTORY,
-              run_folder.GRAD_NORMS, run_folder.RUN_CONFIG):
+              run_folder.GRAD_NORMS, run_folder.FAILURE_CHECK, run_folder.RUN_CONFIG):
         if n in names:
             lines.append(f"- [{n}]({n})")
     for folder, what in run_folder.FOLDER_ROLES.items():

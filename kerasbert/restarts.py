@@ -169,7 +169,7 @@ def collect(rows, metric, task=None, split=None):
     """Reads each row's runs: {"label", "values": {seed: metric or None}, "dirs": {seed:
     folder}, "examples": {seed: columns} or None, "statistic", "failure_checks": {seed:
     failed (True, False, None: baseline unknown)} of the finished runs that recorded the
-    check of `metric` (metrics.json's "failure")}. A run that is unfinished or crashed
+    check of `metric` (failure_check.json)}. A run that is unfinished or crashed
     (diverged) has the value None; "examples" (the task's `per_example_scores` of `split`,
     see `per_example_scores`; none without a task) is None unless every finished run has
     them."""
@@ -209,7 +209,7 @@ def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats
     "difference": {"baseline", "seeds", "n", "difference", "std", "low", "high",
     "method", "bootstrap": {...} or None} or None (the baseline row itself)}]}.
     "failed" lists the seeds without a result (unfinished, or crashed); a row whose runs
-    recorded the failed-run check (metrics.json's "failure": dev metric no better than the
+    recorded the failed-run check (failure_check.json: dev metric no better than the
     constant-prediction baseline + margin) also has "failures" (`failure_summary`).
 
     Differences are row − baseline over the seeds both rows finished."""

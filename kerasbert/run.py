@@ -291,7 +291,7 @@ def write_test_predictions(config, task, trainer, features):
 
 
 def check_failure(config, task, kind, features, metrics):
-    """metrics.json's "failure" record: the final dev main metric against the
+    """failure_check.json's record: the final dev main metric against the
     constant-prediction baseline of the first dev split (`Task.constant_baseline`) plus
     --failure_margin; None without dev metrics. A baseline that cannot be computed is
     recorded as unknown (None), never an error: the run's results stand."""
@@ -408,7 +408,9 @@ def _execute(config, registry, task, head_spec):
     if config.export_dir:  # before the finished marker: a run killed here resumes to export
         export_once(config, registry)
     failure = check_failure(config, task, registry.kind_of(task), features, metrics)
-    run_folder.write_metrics(out, results, per_phase, failure)
+    if failure is not None:
+        run_folder.write_failure_check(out, failure)
+    run_folder.write_metrics(out, results, per_phase)
     if not config.keep_checkpoints:  # finished: the resume state is no longer needed
         run_folder.drop_resume_state(out)
     report.write_run_report(out, task.main_metric)

@@ -11,9 +11,9 @@ the readers and writers of a run's config, metrics, history and eval results.
                               norm per group, grad_norm_last/<group>: its last step's)
             grad_norms.csv    the gradient norms per group every --grad_norm_every steps
             eval_results.txt  `name = value` per dev metric (google-research/bert's file)
-            metrics.json      the final dev metrics: written last, the finished marker;
-                              "failure": whether the run failed (dev main metric at or
-                              below the constant-prediction baseline + --failure_margin)
+            metrics.json      the final dev metrics: written last, the finished marker
+            failure_check.json  whether the run failed: its dev main metric at or below
+                              the dev set's constant-prediction baseline + --failure_margin
             model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone (its
                               config and vocabulary; its weights: model.weights.h5's backbone/)
             checkpoints/      resume state, dropped when the run finishes (--keep_checkpoints)
@@ -54,6 +54,7 @@ METRICS = "metrics.json"  # written last: a run folder with it holds a finished 
 EVAL_RESULTS = "eval_results.txt"
 HISTORY = "history.csv"
 GRAD_NORMS = "grad_norms.csv"
+FAILURE_CHECK = "failure_check.json"  # the failed-run check (not failed.json: a crash)
 MODEL_WEIGHTS = "model.weights.h5"
 EXPORT_RECORD = "export.json"
 REPORT = "report.md"
@@ -70,8 +71,8 @@ BEST_HEAD = "best_head.npz"  # the frozen phase's best head (--frozen_patience)
 PHASE_METRICS = "phases.json"  # dev metrics at the end of each finished phase
 
 # The small files that say what a run did (a sweep keeps them when it prunes a run).
-SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, GRAD_NORMS, REPORT, CURVES, PRUNED,
-                 FAILED)
+SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, GRAD_NORMS, FAILURE_CHECK, REPORT,
+                 CURVES, PRUNED, FAILED)
 FOLDER_ROLES = {TENSORBOARD_DIR: "TensorBoard events (`tensorboard --logdir` this folder)",
                 CHECKPOINT_DIR: "resume state (latest epoch)",
                 ENCODER_DIR: "the fine-tuned encoder (`--init_checkpoint=` this run)"}
@@ -140,36 +141,32 @@ def write_config(run_dir, config):
     atomic_write_json(path(run_dir, RUN_CONFIG), config.to_dict())
 
 
-# metrics.json's entry that is a record, not a metric (read by `read_failure_check`).
-FAILURE_KEY = "failure"
-
-
 def read_metrics(run_dir):
-    """metrics.json ({} for an unfinished run), without its "failure" record (see
-    `read_failure_check`). Stack-and-finetune runs also hold each phase's metrics under
-    "phases"."""
+    """metrics.json ({} for an unfinished run). Stack-and-finetune runs also hold each
+    phase's metrics under "phases"."""
     file = path(run_dir, METRICS)
-    metrics = read_json_object(file) if storage.isfile(file) else {}
-    metrics.pop(FAILURE_KEY, None)
-    return metrics
+    return read_json_object(file) if storage.isfile(file) else {}
 
 
-def write_metrics(run_dir, metrics, per_phase=None, failure=None):
-    """The finished marker: final dev metrics, plus each phase's when there were several,
-    and the failed-run check (`failure`: {"failed", "metric", "value", "baseline",
-    "margin", ...}) when the run made one."""
-    record = {**metrics, "phases": per_phase} if per_phase and len(per_phase) > 1 else metrics
-    if failure is not None:
-        record = {**record, FAILURE_KEY: failure}
-    atomic_write_json(path(run_dir, METRICS), record)
+def write_metrics(run_dir, metrics, per_phase=None):
+    """The finished marker: final dev metrics, plus each phase's when there were several."""
+    atomic_write_json(path(run_dir, METRICS),
+                      {**metrics, "phases": per_phase} if per_phase and len(per_phase) > 1
+                      else metrics)
+
+
+def write_failure_check(run_dir, record):
+    """failure_check.json: {"failed", "metric", "value", "baseline", "margin",
+    "greater_is_better"} (kerasbert.metrics.failure_check), written just before
+    metrics.json."""
+    atomic_write_json(path(run_dir, FAILURE_CHECK), record)
 
 
 def read_failure_check(run_dir):
-    """The run's failed-run check from metrics.json ("failed": true, false, or None when
-    its baseline is unknown), or None for a run made without one (older runs)."""
-    file = path(run_dir, METRICS)
-    record = read_json_object(file).get(FAILURE_KEY) if storage.isfile(file) else None
-    return record if isinstance(record, dict) else None
+    """The run's failed-run check ("failed": true, false, or None when its baseline is
+    unknown), or None for a run without one (made before the check, or unfinished)."""
+    file = path(run_dir, FAILURE_CHECK)
+    return read_json_object(file) if storage.isfile(file) else None
 
 
 def read_eval_results(run_dir):

@@ -1,5 +1,5 @@
 """Failed runs (Mosbach et al. 2021): the constant-prediction baseline of a dev set, the
-check against it, its record in metrics.json and report.md, and the restarts tables'
+check against it, its record in failure_check.json and report.md, and the restarts tables'
 failure counts."""
 
 import copy
@@ -156,9 +156,9 @@ def test_a_run_that_cannot_learn_is_recorded_as_failed(two_runs):
     ok = run_folder.read_failure_check(learns)
     assert ok["failed"] is False and ok["value"] == pytest.approx(1.0)
     assert "Not a failed run" in (learns / "report.md").read_text()
-    # metrics.json holds the record; read_metrics gives the metrics alone, as before.
-    assert "failure" in json.loads((stuck / "metrics.json").read_text())
-    assert set(run_folder.read_metrics(stuck)) == {"accuracy", "macro_f1"}
+    # failure_check.json holds the record; metrics.json the metrics alone, as before.
+    assert json.loads((stuck / "failure_check.json").read_text()) == failed
+    assert set(json.loads((stuck / "metrics.json").read_text())) == {"accuracy", "macro_f1"}
 
 
 def test_the_runs_record_their_gradient_norms(two_runs):
@@ -193,7 +193,7 @@ def test_the_restarts_table_counts_failed_runs(two_runs):
 
 
 def test_tables_of_runs_without_the_check_are_unchanged(tmp_path):
-    """Runs made before the check (no "failure" in metrics.json): no failure key, no column."""
+    """Runs made before the check (no failure_check.json): no failure key, no column."""
     runs = {}
     for seed, value in ((1, 0.8), (2, 0.9)):
         folder = tmp_path / f"seed-{seed}"
