@@ -113,7 +113,8 @@ class Trainer:
         variable, as clipping already had, and one sum per group."""
         names, group_of = self.grad_norm_groups
         variables = self.model.trainable_variables
-        pairs = [(g, group_of[v.path]) for g, v in zip(grads, variables) if g is not None]
+        pairs = [(g, group_of.get(v.path, "other")) for g, v in zip(grads, variables)
+                 if g is not None]
         total = self._global_gradient([g for g, _ in pairs])
         half_squares = [tf.nn.l2_loss(g) for g in total]
         two = tf.constant(2.0)

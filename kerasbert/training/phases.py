@@ -100,8 +100,10 @@ class PhaseRunner:
         self.grad_groups = ([*gradient_groups(model)[0], TOTAL_GROUP] if config.grad_norm_every
                             else [])
         self.grad_rows = []  # grad_norms.csv
+        # An epoch's running sums per group, then how many steps they sum (checkpointed).
+        sums = len(self.grad_groups) + 1 if self.grad_groups else 0
         self.state = run_state.RunState(config.output_dir, model, self.optimizers,
-                                            self.loss_scales, grad_norm_size=len(self.grad_groups))
+                                            self.loss_scales, grad_norm_size=sums)
         self.best_head_path = os.path.join(self.state.directory, run_folder.BEST_HEAD)
         self.phase_metrics_path = os.path.join(self.state.directory, run_folder.PHASE_METRICS)
         self.tensorboard_dir = run_folder.path(config.output_dir, run_folder.TENSORBOARD_DIR)
@@ -196,7 +198,7 @@ class PhaseRunner:
         progress = Progress(phase.name, total, config.train_batch_size, self.log)
         epochs = math.ceil(phase.num_epochs)
 
-        norm_sum = [None]  # the current epoch's summed gradient norms per group
+        norm_sum = [None]  # the current epoch's summed gradient norms per group, and steps
 
         def on_step(step, loss):
             progress.step(step, loss, epoch + 1, epochs)
@@ -208,12 +210,12 @@ class PhaseRunner:
                 if recorded:
                     for group, value in zip(self.grad_groups, norms):
                         tf.summary.scalar(f"grad_norm/{group}", value)
-            if norms is not None:
-                norm_sum[0] = norm_sum[0] + norms.astype(float)
-                if recorded:
-                    self.grad_rows.append(
-                        {"phase": phase.name, "step": step_offset + step,
-                         **{f"grad_norm/{g}": _sig(v) for g, v in zip(self.grad_groups, norms)}})
+            if norms is not None and np.isfinite(norms).all():  # not float16's skipped steps
+                norm_sum[0] = norm_sum[0] + np.append(norms.astype(float), 1.0)
+            if recorded:
+                self.grad_rows.append(
+                    {"phase": phase.name, "step": step_offset + step,
+                     **{f"grad_norm/{g}": _sig(v) for g, v in zip(self.grad_groups, norms)}})
             if self.trajectory is not None:
                 self.trajectory.on_step(step_offset + step)
             faults.crash_point("train_step")
@@ -231,7 +233,7 @@ class PhaseRunner:
             # batches already trained on (same seed, same order) and sums on from there.
             part = start if epoch == start.epoch else run_state.Position()
             done, loss_sum, correct, seen = part.step, part.loss_sum, part.correct, part.seen
-            norm_sum[0] = np.array(part.grad_norm_sum or [0.0] * len(self.grad_groups))
+            norm_sum[0] = np.array(part.grad_norm_sum or [0.0] * (len(self.grad_groups) + 1))
             while done < steps:
                 count = steps - done
                 if every:
@@ -274,8 +276,9 @@ class PhaseRunner:
             row.update({f"dev_{k}": round(v, 6) for k, v in metrics.items()})
             if self.grad_groups and trainer.last_grad_norms is not None:
                 # Mosbach et al. (2021): a failed run's norms end ~100x smaller.
-                row.update({f"grad_norm/{g}": _sig(v / max(done, 1))
-                            for g, v in zip(self.grad_groups, norm_sum[0])})
+                *sums, summed = norm_sum[0]
+                row.update({f"grad_norm/{g}": _sig(v / summed) if summed else ""
+                            for g, v in zip(self.grad_groups, sums)})
                 row.update({f"grad_norm_last/{g}": _sig(v)
                             for g, v in zip(self.grad_groups, trainer.last_grad_norms)})
             history.append(row)
