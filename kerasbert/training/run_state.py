@@ -71,11 +71,18 @@ class RunState:
         # tf.train.Checkpoint does not follow Keras 3 layers to their dropout seed-generator
         # states; saving them too makes a resumed run draw the same dropout masks.
         non_trainable = [v.value for v in model.non_trainable_variables]
-        self.checkpoint = tf.train.Checkpoint(
-            model=model, non_trainable=non_trainable, **self.variables,
-            **{f"optimizer_{name}": optimizer for name, optimizer in optimizers.items()},
-            # mixed_float16: each phase's dynamic loss scale (precision.DynamicLossScale)
-            **{f"loss_scale_{name}": scale for name, scale in (loss_scales or {}).items()})
+        def checkpoint(variables):
+            return tf.train.Checkpoint(
+                model=model, non_trainable=non_trainable, **variables,
+                **{f"optimizer_{name}": optimizer for name, optimizer in optimizers.items()},
+                # mixed_float16: each phase's dynamic loss scale (precision.DynamicLossScale)
+                **{f"loss_scale_{name}": scale for name, scale in (loss_scales or {}).items()})
+
+        self.checkpoint = checkpoint(self.variables)
+        # A checkpoint written before gradient norms were recorded (or with them off)
+        # restores through this one: its partial epoch's norm sums start from zero.
+        self._without_norms = checkpoint({k: v for k, v in self.variables.items()
+                                          if k != "grad_norm_sum"})
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory,
                                                   max_to_keep=MAX_TO_KEEP)
 
@@ -103,7 +110,12 @@ class RunState:
         (Position() when there is none)."""
         for prefix in self.candidates():
             try:
-                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+                saved = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+                whole = "grad_norm_sum" in saved or "grad_norm_sum" not in self.variables
+                if not whole:
+                    self.variables["grad_norm_sum"].assign(np.zeros(self.grad_norm_size))
+                (self.checkpoint if whole else self._without_norms).restore(
+                    prefix).assert_existing_objects_matched()
             except (tf.errors.OpError, IndexError, OSError) as e:  # missing, torn, bad checksum
                 reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
                 log(f"kerasbert: checkpoint {prefix} is damaged ({reason}); trying the one before")

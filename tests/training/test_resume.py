@@ -293,3 +293,20 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_last_good_one(tmp_path, m
                                          r"left on device\); the last good one \(.*ckpt-1\)"):
         state.save(0, 2)
     assert [os.path.basename(p) for p in state.candidates()] == ["ckpt-1"]
+
+
+def test_a_checkpoint_without_gradient_norm_sums_resumes_with_them(tmp_path):
+    """A run checkpointed before gradient norms were recorded (run_config.json without
+    --grad_norm_every: its default, on) resumes: the partial epoch's sums start at zero;
+    one with them restores them."""
+    state = _dense_state(tmp_path)
+    state.save(0, 1, run_state.Position(step=3, loss_sum=1.5))
+    with_norms = run_state.RunState(str(tmp_path), state.model,
+                                    {"finetune": state.optimizers[0]}, grad_norm_size=3)
+    position = with_norms.restore()
+    assert (position.epoch, position.step, position.loss_sum) == (1, 3, 1.5)
+    assert position.grad_norm_sum == (0.0, 0.0, 0.0)
+    with_norms.save(0, 1, run_state.Position(step=4, grad_norm_sum=(1.0, 2.0, 4.0)))
+    again = run_state.RunState(str(tmp_path), state.model,
+                               {"finetune": state.optimizers[0]}, grad_norm_size=3)
+    assert again.restore().grad_norm_sum == (1.0, 2.0, 4.0)
