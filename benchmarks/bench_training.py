@@ -13,6 +13,7 @@ each variant's throughput against PyTorch's, per round and overall.
 
     python -m benchmarks.bench_training --rounds=3 --torch_python=<python with torch>
     python -m benchmarks.bench_training --variants=xla --mixed_precision=mixed_bfloat16  # a GPU
+    python -m benchmarks.bench_training --variants=plain,norms --rounds=3  # the norms' cost
 
 The PyTorch side needs an interpreter with torch and transformers (never a kerasbert
 dependency; see README, Speed), named by --torch_python or $KERASBERT_TORCH_PYTHON;
@@ -110,7 +111,8 @@ def build_step(args, data):
         optimizer.build(model.trainable_variables)
     loaded = time.time() - START
     trainer = Trainer(model, task.kind, strategy, optimizer, jit_compile=args.jit_compile,
-                      accumulation_steps=args.gradient_accumulation_steps)
+                      accumulation_steps=args.gradient_accumulation_steps,
+                      grad_norms=args.grad_norms)
     inputs = {k: data[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     dataset = pipeline.make_dataset(inputs, data["labels"], len(data["labels"])).repeat()
     return model, trainer, dataset, loaded
@@ -138,6 +140,7 @@ def kerasbert_worker(args):
     print(json.dumps({
         "framework": f"kerasbert Trainer (TF {tf.__version__}"
                      + (", XLA" if args.jit_compile else "")
+                     + (", gradient norms" if args.grad_norms else "")
                      + (f", {args.mixed_precision}" if args.mixed_precision != "none" else "")
                      + ")",
         "import_seconds": imported, "loaded_seconds": loaded, "first_step_seconds": first_step,
@@ -242,10 +245,13 @@ def main():
     parser.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
     parser.add_argument("--variants", default="plain,xla",
-                        help="kerasbert steps to time: plain (graph mode), xla (--jit_compile)")
+                        help="kerasbert steps to time: plain (graph mode), xla (--jit_compile), "
+                        "norms (plain, also measuring the per-group gradient norms, as "
+                        "--grad_norm_every does)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="alternate the sides this many times (robust to other load)")
     parser.add_argument("--jit_compile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--grad_norms", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mixed_precision", default="none",
                         choices=["none", "mixed_float16", "mixed_bfloat16"])
     parser.add_argument("--gradient_accumulation_steps", type=int, default=1)
@@ -296,16 +302,17 @@ def main():
         passed += [f"--model_size={args.model_size}"] if args.model_size else [
             f"--checkpoint={args.checkpoint}"]
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-        unknown = sorted(set(variants) - {"plain", "xla"})
+        unknown = sorted(set(variants) - {"plain", "xla", "norms"})
         if unknown or not variants:
-            sys.exit(f"bench_training: --variants={args.variants}: use plain and/or xla")
+            sys.exit(f"bench_training: --variants={args.variants}: use plain, xla, norms")
         rounds = {}
         for _ in range(args.rounds):
             for variant in variants:
                 rounds.setdefault(variant, []).append(run_side(
                     module_command(sys.executable, "bench_training", "--worker=kerasbert",
                                    f"--data={data}", *passed,
-                                   *(["--jit_compile"] if variant == "xla" else [])),
+                                   *(["--jit_compile"] if variant == "xla" else []),
+                                   *(["--grad_norms"] if variant == "norms" else [])),
                     "kerasbert"))
             if args.torch_python:
                 rounds.setdefault("pytorch", []).append(run_side(

@@ -5,6 +5,7 @@ and sweeps without touching absl's global state.
 """
 
 import dataclasses
+import math
 from typing import Any, Mapping
 
 from kerasbert import storage
@@ -292,6 +293,18 @@ class RunConfig:
     save_trajectory_every: int = setting(
         0, help="Save the weights every N training steps, plus before the first and after the "
         "last, under <output_dir>/trajectory/ for `python -m kerasbert.landscape` (0 = off).")
+    grad_norm_every: int = setting(
+        10, help="Record the L2 norm of the gradient (all replicas' sum, before clipping) per "
+        "group: embeddings, each encoder layer (layer_0, ...), pooler, head and total. "
+        "history.csv gets each epoch's mean (grad_norm/<group>) and last step's "
+        "(grad_norm_last/<group>); every N-th step also goes to grad_norms.csv and to "
+        "TensorBoard. 0 = off.")
+    failure_margin: float = setting(
+        0.0, help="A run counts as failed when its dev main metric is at or below the "
+        "constant-prediction baseline of the dev set (the majority class's accuracy, the "
+        "all-positive F1, ...) plus this margin, in the metric's own units (above it minus the "
+        "margin, for a metric where lower is better). 0 = Mosbach et al. (2021): no better "
+        "than the majority classifier. Recorded in <output_dir>/failure_check.json.")
 
     # --- Devices and numerics ---
     distribution_strategy: str = setting(
@@ -408,6 +421,9 @@ class RunConfig:
              "stops the training: needs --do_train")
         need(self.save_trajectory_every >= 0, "save_trajectory_every",
              "must not be negative (0 = off)")
+        need(self.grad_norm_every >= 0, "grad_norm_every", "must not be negative (0 = off)")
+        need(math.isfinite(self.failure_margin) and self.failure_margin >= 0, "failure_margin",
+             "must be a non-negative number, in the dev metric's units")
         need(self.weight_decay >= 0, "weight_decay", "must not be negative")
         need(self.dropout is None or 0 <= self.dropout < 1, "dropout", "must be within [0, 1)")
         need(self.export_dir is None or self.do_train, "export_dir",

@@ -39,3 +39,20 @@ def finite_value(metrics, metric):
     """metrics[metric] when it is a finite number, else None (failed or unfinished runs)."""
     value = (metrics or {}).get(metric)
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def failure_check(metric, value, baseline, margin, greater=None):
+    """failure_check.json's record of a run whose dev `metric` is `value`: "failed" when
+    it is at or below `baseline` (the constant-prediction baseline,
+    `Task.constant_baseline`) plus `margin` (at or above baseline − margin where lower is
+    better; Mosbach et al. 2021: at or below the majority classifier). "failed" is None
+    when the value or the baseline is unknown (never guessed)."""
+    greater = higher_is_better(metric) if greater is None else bool(greater)
+    value = value if isinstance(value, (int, float)) and math.isfinite(value) else None
+    failed = None
+    if value is not None and baseline is not None:
+        # 1e-9: a run that predicts the majority class equals the baseline up to rounding.
+        failed = (value <= baseline + margin + 1e-9 if greater
+                  else value >= baseline - margin - 1e-9)
+    return {"failed": failed, "metric": metric, "value": value, "baseline": baseline,
+            "margin": margin, "greater_is_better": greater}

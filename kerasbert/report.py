@@ -61,6 +61,9 @@ def write_run_report(run_dir, main_metric=None):
         lines.append(f"**failed**: {run_folder.read_failure(run_dir)}")
     else:
         lines.append("No dev metrics (unfinished run, or --do_eval=false).")
+    failure = run_folder.read_failure_check(run_dir)
+    if failure is not None:
+        lines += ["", failure_line(failure)]
     lines += ["", f"encoder `{config.get('init_checkpoint') or 'default (MiniLM)'}`, "
               f"head `{config.get('head')}`, learning rate {config.get('learning_rate')}, "
               f"batch {config.get('train_batch_size')}, {config.get('num_train_epochs')} epochs"
@@ -83,7 +86,8 @@ def write_run_report(run_dir, main_metric=None):
                          title=f"{config['task']} {name}")
         lines += ["## Training curves", "", f"![training curves]({run_folder.CURVES})", ""]
         shown = [k for k in ("phase", "epoch", "step", "train_loss", "train_accuracy",
-                             f"dev_{main_metric}", "learning_rate", "seconds") if k in history[0]]
+                             f"dev_{main_metric}", "grad_norm/total", "learning_rate",
+                             "seconds") if k in history[0]]
         lines += [markdown_table(shown, [[_cell(r.get(k)) for k in shown] for r in history])]
 
     lines += ["## Files", ""] + _file_lines(run_dir) + [""]
@@ -92,6 +96,27 @@ def write_run_report(run_dir, main_metric=None):
     path = run_folder.path(run_dir, run_folder.REPORT)
     atomic_write_text(path, "\n".join(lines))
     return path
+
+
+def failure_line(failure):
+    """The report's line on the failed-run check (failure_check.json)."""
+    metric, value, baseline = failure.get("metric"), failure.get("value"), failure.get("baseline")
+    margin = failure.get("margin") or 0.0
+    if baseline is None:
+        return (f"Failed-run check: the constant-prediction baseline of {metric} is unknown "
+                "for this task, so the run is not judged.")
+    if value is None:
+        return f"Failed-run check: no dev {metric} to judge (baseline {fmt(baseline)})."
+    lower = failure.get("greater_is_better") is False
+    bound = baseline - margin if lower else baseline + margin
+    if failure.get("failed"):
+        where = "at or above" if lower else "at or below"
+        return (f"**Failed run**: dev {metric} {fmt(value)} is {where} the "
+                f"constant-prediction baseline {fmt(baseline)} {'−' if lower else '+'} margin "
+                f"{fmt(float(margin))} = {fmt(bound)} (Mosbach et al. 2021; the gradient "
+                "norms in history.csv show whether training stalled).")
+    return (f"Not a failed run: dev {metric} {fmt(value)} beats the constant-prediction "
+            f"baseline {fmt(baseline)} {'−' if lower else '+'} margin {fmt(float(margin))}.")
 
 
 def _cell(value):
@@ -110,7 +135,7 @@ def _file_lines(run_dir):
         lines.append(f"- [{n}]({n})" + (" (weights of encoder + head)"
                                          if n.endswith(".weights.h5") else ""))
     for n in (run_folder.METRICS, run_folder.EVAL_RESULTS, run_folder.HISTORY,
-              run_folder.RUN_CONFIG):
+              run_folder.GRAD_NORMS, run_folder.FAILURE_CHECK, run_folder.RUN_CONFIG):
         if n in names:
             lines.append(f"- [{n}]({n})")
     for folder, what in run_folder.FOLDER_ROLES.items():

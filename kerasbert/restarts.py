@@ -167,15 +167,20 @@ def per_example_scores(run_dir, task, metric, split):
 
 def collect(rows, metric, task=None, split=None):
     """Reads each row's runs: {"label", "values": {seed: metric or None}, "dirs": {seed:
-    folder}, "examples": {seed: columns} or None, "statistic"}. A run that is unfinished
-    or failed has the value None; "examples" (the task's `per_example_scores` of `split`,
+    folder}, "examples": {seed: columns} or None, "statistic", "failure_checks": {seed:
+    failed (True, False, None: baseline unknown)} of the finished runs that recorded the
+    check of `metric` (failure_check.json)}. A run that is unfinished or crashed
+    (diverged) has the value None; "examples" (the task's `per_example_scores` of `split`,
     see `per_example_scores`; none without a task) is None unless every finished run has
     them."""
     collected = []
     for row in rows:
-        values, examples, statistic = {}, {}, None
+        values, examples, statistic, checks = {}, {}, None, {}
         for seed, folder in row["runs"].items():
             values[seed] = finite_value(run_folder.read_metrics(folder), metric)
+            check = run_folder.read_failure_check(folder) if values[seed] is not None else None
+            if check is not None and check.get("metric") == metric:
+                checks[seed] = check.get("failed")
             if values[seed] is not None and task is not None:
                 got = per_example_scores(folder, task, metric, split)
                 if got is not None:
@@ -186,6 +191,7 @@ def collect(rows, metric, task=None, split=None):
                           "dirs": dict(row["runs"]),
                           "examples": {s: examples[s] for s in finished} if complete else None,
                           "statistic": statistic if complete else None,
+                          "failure_checks": checks,
                           **{k: v for k, v in row.items() if k not in ("label", "runs")}})
     return collected
 
@@ -202,6 +208,9 @@ def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats
     "failed", "n", "mean", "std", "min", "max", "interval": {"low", "high", "method"},
     "difference": {"baseline", "seeds", "n", "difference", "std", "low", "high",
     "method", "bootstrap": {...} or None} or None (the baseline row itself)}]}.
+    "failed" lists the seeds without a result (unfinished, or crashed); a row whose runs
+    recorded the failed-run check (failure_check.json: dev metric no better than the
+    constant-prediction baseline + margin) also has "failures" (`failure_summary`).
 
     Differences are row − baseline over the seeds both rows finished."""
     labels = [r["label"] for r in collected]
@@ -219,7 +228,8 @@ def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats
                  "interval": None, "difference": None,
                  "dirs": {str(s): d for s, d in row["dirs"].items()},
                  **{k: v for k, v in row.items()
-                    if k not in ("label", "values", "dirs", "examples", "statistic")}}
+                    if k not in ("label", "values", "dirs", "examples", "statistic",
+                                 "failure_checks")}}
         if values:
             entry.update(stats.describe(values))
             if method == BOOTSTRAP:
@@ -233,11 +243,31 @@ def summarize(collected, metric, baseline=None, resamples=RESAMPLES, level=stats
                                      "method": STUDENT_T}
         if row["label"] != base:
             entry["difference"] = _difference(row, by_label[base], method, resamples, level)
+        failures = failure_summary(row, level)
+        if failures is not None:  # only then: old runs' tables stay as they were
+            entry["failures"] = failures
         out_rows.append(entry)
     greater = higher_is_better(metric) if greater_is_better is None else greater_is_better
     return {"metric": metric, "higher_is_better": greater, "baseline": base,
             "interval_method": method, "level": level, "resamples": resamples,
             "rows": out_rows}
+
+
+def failure_summary(row, level=stats.LEVEL):
+    """How many of a collected row's finished runs failed (Mosbach et al. 2021), over the
+    runs whose check has a verdict: {"count", "n", "rate", "low", "high", "method" (the
+    Clopper–Pearson interval of the rate), "seeds" (those that failed), "successful":
+    stats.describe of the other runs' values, or None}; None when no run has a verdict
+    (runs made before the check, or a task whose baseline is unknown)."""
+    judged = {seed: failed for seed, failed in (row.get("failure_checks") or {}).items()
+              if failed is not None and row["values"].get(seed) is not None}
+    if not judged:
+        return None
+    failed = [seed for seed, f in judged.items() if f]
+    kept = [row["values"][seed] for seed, f in judged.items() if not f]
+    return {"count": len(failed), "n": len(judged), "seeds": failed,
+            **stats.proportion_interval(len(failed), len(judged), level),
+            "successful": stats.describe(kept) if kept else None}
 
 
 def _difference(row, base, method, resamples, level):
@@ -283,18 +313,58 @@ def explanation(table, scale):
     else:
         how = (f"{level}% interval: Student-t over seeds (these runs keep no per-example dev "
                "scores, so there is no bootstrap over examples)")
-    return (f"Dev {table['metric']}{points}: mean ± sample std (min–max) over seeds; {how}. "
+    text = (f"Dev {table['metric']}{points}: mean ± sample std (min–max) over seeds; {how}. "
             f"Last column: the paired difference to the baseline row "
             f"({table['baseline']}) over the seeds both finished, with its {level}% "
             "Student-t interval over the pairs"
             + (" and [the paired bootstrap interval]" if table["interval_method"] == BOOTSTRAP
                else "") + ".")
+    if _has_failures(table):
+        text += (f" Failed runs: dev {table['metric']} no better than the constant-prediction "
+                 "baseline of the dev set plus --failure_margin (Mosbach et al. 2021), out "
+                 f"of the runs judged, with the failure rate's {level}% Clopper–Pearson "
+                 "interval" + ("; successful runs: the mean ± std of the others"
+                               if _has_failed_run(table) else "") + ".")
+    return text
+
+
+def _has_failures(table):
+    return any(r.get("failures") for r in table["rows"])
+
+
+def _has_failed_run(table):
+    return any(r.get("failures") and r["failures"]["count"] for r in table["rows"])
+
+
+def _failure_columns(table, scale, digits):
+    """The (header, {label: cell}) columns of the failed runs, [] for a table without
+    checks (runs made before them: the table stays as it was)."""
+    if not _has_failures(table):
+        return []
+    rates, kept = {}, {}
+    for r in table["rows"]:
+        f = r.get("failures")
+        if not f:
+            rates[r["label"]], kept[r["label"]] = "–", "–"
+            continue
+        rates[r["label"]] = (f"{f['count']}/{f['n']} ({100 * f['rate']:.0f}%, "
+                             f"[{100 * f['low']:.0f}, {100 * f['high']:.0f}]%)")
+        ok = f["successful"]
+        kept[r["label"]] = "–" if ok is None else (
+            _num(ok["mean"], scale, digits)
+            + (f" ± {_num(ok['std'], scale, digits)}" if ok["std"] is not None else "")
+            + f" (n={ok['n']})")
+    level = round(100 * table["level"])
+    columns = [(f"failed runs ({level}% CI)", rates)]
+    if _has_failed_run(table):
+        columns.append(("successful runs: mean ± std", kept))
+    return columns
 
 
 def markdown(table, scale=100.0, digits=1, row_header="row", extra=None):
     """The table in Markdown, the explanation first. `extra`: (header, {label: cell})
     columns added after the row's label."""
-    extra = extra or []
+    extra = list(extra or []) + _failure_columns(table, scale, digits)
     head = [row_header] + [h for h, _ in extra] + [
         "n", "mean ± std (min–max)", f"{round(100 * table['level'])}% interval",
         f"− {table['baseline']} (paired)"]

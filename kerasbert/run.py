@@ -38,6 +38,7 @@ from kerasbert.export.saved_model import (
 )
 from kerasbert.heads.feature_bilstm import attach_cached_features
 from kerasbert.io_utils import check_can_create
+from kerasbert.metrics import failure_check, greater_is_better
 from kerasbert.model import adapters, builder, encoders
 from kerasbert.model.backbone import reinit_top_layers
 from kerasbert.training import precision, run_state
@@ -310,6 +311,29 @@ def write_test_predictions(config, task, trainer, features):
     return metrics
 
 
+def check_failure(config, task, kind, features, metrics):
+    """failure_check.json's record: the final dev main metric against the
+    constant-prediction baseline of the first dev split (`Task.constant_baseline`) plus
+    --failure_margin; None without dev metrics. A baseline that cannot be computed is
+    recorded as unknown (None), never an error: the run's results stand."""
+    split = task.dev_splits[0]
+    if not metrics or split not in features:
+        return None
+    try:
+        baseline = task.constant_baseline(features[split], split, kind)
+    except Exception as e:  # a plugin's scoring of constant outputs: the run is not lost
+        log(f"kerasbert: constant-prediction baseline unknown ({type(e).__name__}: {e})")
+        baseline = None
+    metric = task.main_metric
+    record = failure_check(metric, metrics.get(metric), baseline, config.failure_margin,
+                           greater_is_better(metric, task, kind))
+    if record["failed"]:
+        log(f"kerasbert: failed run: dev {metric}={record['value']:.4f} is no better than "
+            f"the constant-prediction baseline {baseline:.4f} (+ --failure_margin="
+            f"{config.failure_margin:g})")
+    return record
+
+
 # --- save --------------------------------------------------------------------------------
 
 def export_once(config, registry):
@@ -437,6 +461,9 @@ def _execute(config, registry, task, head_spec):
         export_once(config, registry)
     if train is not None and config.stop_early_at is not None:  # the stop was the last step
         record_stop(config, runner, timer, metrics)
+    failure = check_failure(config, task, registry.kind_of(task), features, metrics)
+    if failure is not None:
+        run_folder.write_failure_check(out, failure)
     run_folder.write_metrics(out, results, per_phase)
     if not config.keep_checkpoints:  # finished: the resume state is no longer needed
         run_folder.drop_resume_state(out)

@@ -6,9 +6,14 @@ the readers and writers of a run's config, metrics, history and eval results.
                               far, eval_seconds: that epoch's dev evaluation, and
                               trained_parameters: how many the phase's optimizer updates,
                               peak_rss_mb: the process's peak resident MiB in the phase so
-                              far, where Linux lets it be measured)
+                              far, where Linux lets it be measured; with
+                              --grad_norm_every, grad_norm/<group>: the epoch's mean gradient
+                              norm per group, grad_norm_last/<group>: its last step's)
+            grad_norms.csv    the gradient norms per group every --grad_norm_every steps
             eval_results.txt  `name = value` per dev metric (google-research/bert's file)
             metrics.json      the final dev metrics: written last, the finished marker
+            failure_check.json  whether the run failed: its dev main metric at or below
+                              the dev set's constant-prediction baseline + --failure_margin
             model.weights.h5  encoder + head;  encoder/  the fine-tuned encoder alone (its
                               config and vocabulary; its weights: model.weights.h5's backbone/)
             checkpoints/      resume state, dropped when the run finishes (--keep_checkpoints)
@@ -50,6 +55,8 @@ RUN_CONFIG = "run_config.json"
 METRICS = "metrics.json"  # written last: a run folder with it holds a finished run
 EVAL_RESULTS = "eval_results.txt"
 HISTORY = "history.csv"
+GRAD_NORMS = "grad_norms.csv"
+FAILURE_CHECK = "failure_check.json"  # the failed-run check (not failed.json: a crash)
 MODEL_WEIGHTS = "model.weights.h5"
 EXPORT_RECORD = "export.json"
 REPORT = "report.md"
@@ -67,8 +74,8 @@ BEST_HEAD = "best_head.npz"  # the frozen phase's best head (--frozen_patience)
 PHASE_METRICS = "phases.json"  # dev metrics at the end of each finished phase
 
 # The small files that say what a run did (a sweep keeps them when it prunes a run).
-SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, REPORT, CURVES, PRUNED, FAILED,
-                 STOP_POINT)
+SUMMARY_FILES = (RUN_CONFIG, METRICS, EVAL_RESULTS, HISTORY, GRAD_NORMS, FAILURE_CHECK, REPORT,
+                 CURVES, PRUNED, FAILED, STOP_POINT)
 FOLDER_ROLES = {TENSORBOARD_DIR: "TensorBoard events (`tensorboard --logdir` this folder)",
                 CHECKPOINT_DIR: "resume state (latest epoch)",
                 ENCODER_DIR: "the fine-tuned encoder (`--init_checkpoint=` this run)"}
@@ -151,6 +158,20 @@ def write_metrics(run_dir, metrics, per_phase=None):
                       else metrics)
 
 
+def write_failure_check(run_dir, record):
+    """failure_check.json: {"failed", "metric", "value", "baseline", "margin",
+    "greater_is_better"} (kerasbert.metrics.failure_check), written just before
+    metrics.json."""
+    atomic_write_json(path(run_dir, FAILURE_CHECK), record)
+
+
+def read_failure_check(run_dir):
+    """The run's failed-run check ("failed": true, false, or None when its baseline is
+    unknown), or None for a run without one (made before the check, or unfinished)."""
+    file = path(run_dir, FAILURE_CHECK)
+    return read_json_object(file) if storage.isfile(file) else None
+
+
 def read_eval_results(run_dir):
     """eval_results.txt as {name: float} ({} when absent). It exists before metrics.json
     (a run exports in between, so that a kill during export resumes to it)."""
@@ -210,6 +231,15 @@ def read_run_history(run_dir):
 
 def write_run_history(run_dir, rows):
     write_history(path(run_dir, HISTORY), rows)
+
+
+def read_grad_norms(run_dir):
+    """grad_norms.csv as a list of dict rows (strings), [] when absent."""
+    return read_history(path(run_dir, GRAD_NORMS))
+
+
+def write_grad_norms(run_dir, rows):
+    write_history(path(run_dir, GRAD_NORMS), rows)
 
 
 def read_failure(run_dir):

@@ -79,6 +79,36 @@ def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory():
     np.testing.assert_allclose(result["two_float16"], result["one"], rtol=0.05)
 
 
+MIRRORED_NORMS = """
+    import json
+    from kerasbert import distribute
+    distribute.split_cpu(2)
+    import tensorflow as tf
+    from tests.helpers import tiny_training as T
+
+    one, two, two_clipped_off = [], [], []
+    T.train(distribute.make_strategy("one_device"), grad_norms=one)
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    T.train(mirrored, grad_norms=two)
+    T.train(mirrored, grad_norms=two_clipped_off, clip_norm=0.0)
+    print(json.dumps({"one": one, "two": two, "two_clipped_off": two_clipped_off}))
+"""
+
+
+@pytest.mark.large
+def test_mirrored_gradient_norms_are_those_of_the_summed_gradient():
+    """Each replica holds half the batch's gradient: the recorded norms are of their sum
+    (the one-device run's), with clipping on or off, not of one replica's part."""
+    process = _python(MIRRORED_NORMS, cwd=ROOT)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert len(result["one"]) == 4 and len(result["one"][0]) == 6  # 5 groups and total
+    np.testing.assert_allclose(result["two"], result["one"], rtol=1e-4)
+    # Without clipping the steps differ from the clipped run's after the first.
+    np.testing.assert_allclose(result["two_clipped_off"][0], result["one"][0], rtol=1e-4)
+
+
 WORKER = """
     import sys
     import numpy as np

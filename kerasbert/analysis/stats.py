@@ -1,6 +1,7 @@
 """Statistics of results over seeds: mean, sample std, Student-t and Welch intervals, a
-paired difference, a bootstrap over seeds and dev examples, and how many seeds an effect
-would need. numpy and scipy only (no TensorFlow): the table tools and findings use it.
+paired difference, a bootstrap over seeds and dev examples, how many seeds an effect
+would need, and a share's binomial interval (failed runs). numpy, scipy and statsmodels
+only (no TensorFlow): the table tools and findings use it.
 """
 
 import math
@@ -35,6 +36,19 @@ def t_interval(values, level=LEVEL):
         return {"mean": mean, "low": None, "high": None}
     half = _t_quantile(values.size - 1, level) * float(values.std(ddof=1)) / math.sqrt(values.size)
     return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+def proportion_interval(count, n, level=LEVEL):
+    """The share count/n with its exact binomial (Clopper–Pearson) interval: for how often
+    runs fail, where a handful of seeds and shares near 0 or 1 make a normal
+    approximation wrong. {"rate", "low", "high", "method"}; all None for n = 0."""
+    if n == 0:
+        return {"rate": None, "low": None, "high": None, "method": "clopper-pearson"}
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(count, n, alpha=1 - level, method="beta")
+    return {"rate": count / n, "low": float(low), "high": float(high),
+            "method": "clopper-pearson"}
 
 
 def welch_interval(a, b, level=LEVEL):

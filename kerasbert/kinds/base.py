@@ -8,7 +8,8 @@ as heads and tasks (`kerasbert_kinds`, kerasbert/hookspecs.py). The built-in kin
 
     training     per_example_loss, correct_count (accuracy on the training batches)
     decoding     decode: outputs -> predictions, what the task's metrics and prediction
-                 files read (Task.predictions); greater_is_better of its tasks' main metric
+                 files read (Task.predictions); greater_is_better of its tasks' main metric;
+                 constant_outputs: the constant predictions (the failed-run baseline)
     data         labels_per_token (label padding), inputs_rank (choices axis)
     landscape    row_metrics: whether a task's metrics over sampled feature rows mean
                  anything (not for SQuAD windows or NER sentence pieces)
@@ -71,6 +72,14 @@ class TaskKind:
         """float32 scalar: how many examples of the batch the outputs get right (0 when
         the kind has no accuracy)."""
         return tf.constant(0.0)
+
+    def constant_outputs(self, features, num_outputs):
+        """Model outputs (numpy, [rows, ...] in the kind's layout, one per feature row of
+        `features`) for each constant prediction a task of this kind can make: the
+        candidates of the constant-prediction baseline (`Task.constant_baseline`), which
+        evaluates each with the task's own metrics and keeps the best. None (the default):
+        the kind has no such predictions, and the baseline is unknown."""
+        return None
 
     def dummy_inputs(self, seq_length=8, batch_size=2, num_choices=2):
         """int32 model inputs in this kind's layout, to build a model's weights."""

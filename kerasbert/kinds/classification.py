@@ -45,6 +45,12 @@ class ClassificationKind(TaskKind):
         """Class ids: the argmax over the logits (the first on ties)."""
         return np.asarray(outputs).argmax(axis=-1)
 
+    def constant_outputs(self, features, num_outputs):
+        """Each class predicted for every row (the majority class's is among them)."""
+        rows = len(features.inputs["token_ids"])
+        return [np.eye(num_outputs, dtype=np.float32)[np.full(rows, c)]
+                for c in range(num_outputs)]
+
     def per_example_loss(self, labels, outputs):
         return tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=tf.cast(labels, tf.int32), logits=tf.cast(outputs, tf.float32))
@@ -65,6 +71,11 @@ class RegressionKind(TaskKind):
     def decode(self, outputs):
         """The predicted values [rows]."""
         return np.asarray(outputs)[:, 0]
+
+    def constant_outputs(self, features, num_outputs):
+        """One constant value for every row (its correlation with the labels is undefined,
+        counted as 0 by `Task.constant_baseline`; an error metric gets the value 0's)."""
+        return [np.zeros([len(features.inputs["token_ids"]), 1], np.float32)]
 
     def per_example_loss(self, labels, outputs):
         return tf.square(tf.cast(outputs[:, 0], tf.float32) - tf.cast(labels, tf.float32))

@@ -1,5 +1,6 @@
 """Multiple choice (SWAG): one [CLS] context [SEP] ending [SEP] sequence per choice."""
 
+import numpy as np
 import tensorflow as tf
 
 from kerasbert.data.tokenization import pack_inputs
@@ -34,5 +35,10 @@ class MultipleChoiceKind(ClassificationKind):
     name = "multiple_choice"
     description = "pick one of C endings (inputs [B, C, S], logits [B, C], labels int32 [B])"
     inputs_rank = 3
+
+    def constant_outputs(self, features, num_outputs):
+        """Each choice picked for every row."""
+        rows, choices = features.inputs["token_ids"].shape[:2]
+        return [np.eye(choices, dtype=np.float32)[np.full(rows, c)] for c in range(choices)]
     serving = Serving(lambda task: {"context": [None], "endings": [None, None]},
                       _choice_outputs, encode=encode_choices)

@@ -29,6 +29,12 @@ class TaggingKind(TaskKind):
         its words, e.g. at each word's first piece)."""
         return np.asarray(outputs).argmax(axis=-1)
 
+    def constant_outputs(self, features, num_outputs):
+        """One tag at every position, for each tag (the outside tag's: no entity at all)."""
+        rows, length = features.inputs["token_ids"].shape[:2]
+        return [np.broadcast_to(np.eye(num_outputs, dtype=np.float32)[c],
+                                (rows, length, num_outputs)) for c in range(num_outputs)]
+
     def per_example_loss(self, labels, outputs):
         # Only labelled positions count; the mean is over them, so a sentence of many
         # sub-tokens does not outweigh a short one per label.

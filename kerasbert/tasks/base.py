@@ -9,12 +9,14 @@ must implement, and the optional capabilities it may add.
 
 import dataclasses
 import os
+import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from kerasbert.errors import InputError, at
 from kerasbert.io_utils import missing_file
+from kerasbert.metrics import greater_is_better, improves
 # Re-exported for tasks and plugins that import the kind names from here.
 from kerasbert.kind_names import (  # noqa: F401
     CLASSIFICATION, MULTIPLE_CHOICE, PADDING_LOGIT, REGRESSION, SPAN, TAGGING)
@@ -100,7 +102,8 @@ class Task:
     (--stream_train_data), `option_names` +
     `configure` and `check_config` (run settings), `predictions` (decoding, by default
     the kind's `decode`), `per_example_scores` (the restarts tables' bootstrap over
-    examples), `is_sentence_pair` and `serving_answer` (the export).
+    examples), `constant_baseline` (the failed-run check), `is_sentence_pair` and
+    `serving_answer` (the export).
 
     Attributes a task may override: `name` and `description` (one line, what --list_tasks
     shows), `kind`, `default_head`, `label_list`, `num_outputs` (a property: the head's
@@ -285,6 +288,37 @@ class Task:
                 "kind (TaskKind.decode), which its registry hands it")
         outputs = np.asarray(outputs)
         return outputs[:, 0] if self.kind == REGRESSION else outputs.argmax(axis=-1)
+
+    def constant_baseline(self, features: Features, split: str = "dev", kind=None):
+        """The best value of `main_metric` over constant predictions on a labelled split
+        (the majority class's accuracy, the all-positive F1, a constant score's correlation
+        0): what a run that learned nothing reaches, the failed-run check's baseline
+        (Mosbach et al. 2021). By default each constant prediction of the kind
+        (`TaskKind.constant_outputs`; `kind`: the run's, else `registered_kind`) is scored
+        by `evaluate`, and the best kept; a metric undefined for a constant prediction
+        (NaN: a correlation) counts as 0 where higher is better. None: unknown (a kind with
+        no constant predictions, an undefined metric where lower is better). A task whose
+        decoding gives no constant answer from them (SQuAD: empty answers) overrides it."""
+        kind = kind if kind is not None else self.registered_kind
+        candidates = kind.constant_outputs(features, self.num_outputs) if kind else None
+        if not candidates or features.labels is None:
+            return None
+        greater = greater_is_better(self.main_metric, self, kind)
+        best = None
+        for outputs in candidates:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")  # scipy: "an input array is constant"
+                value = self.evaluate(outputs, features, None, split).get(self.main_metric)
+            if not isinstance(value, (int, float, np.floating, np.integer)):
+                return None
+            value = float(value)
+            if not np.isfinite(value):
+                if not greater:
+                    return None
+                value = 0.0
+            if improves(self.main_metric, value, best, greater):
+                best = value
+        return best
 
     def per_example_scores(self, run_dir: str, metric: str, split: str):
         """A finished run's per-example scores of `split` for `metric`, read from the files

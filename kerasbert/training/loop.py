@@ -6,6 +6,7 @@ GPUs and multi-worker.
 """
 
 import math
+import re
 import sys
 import time
 
@@ -42,8 +43,11 @@ class Trainer:
 
     def __init__(self, model, kind, strategy, optimizer, clip_norm=1.0, jit_compile=False,
                  accumulation_steps=1, loss_scale=None, token_mean_loss=False,
-                 sequence_inputs=INPUT_NAMES):
+                 sequence_inputs=INPUT_NAMES, grad_norms=False):
         self.model = model
+        # grad_norms: each step also returns the L2 norm of the global (all-replica)
+        # gradient per group of `gradient_groups(model)`, before clipping.
+        self.grad_norm_groups = gradient_groups(model) if grad_norms else None
         self.kind = resolve_kind(kind)
         self.per_example_loss = training_loss(self.kind, model)  # the head's, or the kind's
         if token_mean_loss:  # --tagging_loss=token_mean
@@ -81,21 +85,47 @@ class Trainer:
             lambda inputs: tf.cast(self.model(inputs, training=False), tf.float32),
             reduce_retracing=True, autograph=False)
 
-    def _clip(self, grads):
+    def _clip(self, grads, norm=None):
         """Clips the *global* gradient (summed over replicas) to norm `clip_norm`.
 
         Each replica holds a partial gradient; scaling every part by the factor computed
-        from their sum clips the sum, which the optimizer then all-reduces.
+        from their sum clips the sum, which the optimizer then all-reduces. `norm`: the
+        global norm when the step measured it already (`_grad_norms`).
         """
         if not self.clip_norm:
             return grads
-        total = grads
-        context = tf.distribute.get_replica_context()
-        if self.strategy.num_replicas_in_sync > 1:
-            total = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        norm = tf.linalg.global_norm(total)
+        if norm is None:
+            norm = tf.linalg.global_norm(self._global_gradient(grads))
         scale = self.clip_norm / tf.maximum(norm, self.clip_norm)
         return [g * scale for g in grads]
+
+    def _global_gradient(self, grads):
+        """The gradient summed over replicas (this replica's part when there is one)."""
+        if self.strategy.num_replicas_in_sync == 1:
+            return grads
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+
+    def _grad_norms(self, grads):
+        """float32 [groups + 1]: the L2 norm of the global gradient per group of
+        `grad_norm_groups`, then its total norm, the very value `tf.linalg.global_norm`
+        gives (same ops, same order), so clipping with it changes no bit. One l2_loss per
+        variable, as clipping already had, and one sum per group."""
+        names, group_of = self.grad_norm_groups
+        variables = self.model.trainable_variables
+        pairs = [(g, group_of.get(v.path, "other")) for g, v in zip(grads, variables)
+                 if g is not None]
+        total = self._global_gradient([g for g, _ in pairs])
+        half_squares = [tf.nn.l2_loss(g) for g in total]
+        two = tf.constant(2.0)
+        norms = []
+        for name in names:
+            parts = [h for h, (_, group) in zip(half_squares, pairs) if group == name]
+            norms.append(tf.sqrt(tf.reduce_sum(tf.stack(parts)) * two) if parts
+                         else tf.constant(0.0))
+        everything = tf.reduce_sum(tf.stack(half_squares)) if half_squares else tf.constant(0.0)
+        norms.append(tf.sqrt(everything * two))
+        return tf.stack(norms)
 
     def _loss_and_gradients(self, inputs, labels, variables, scale, global_batch_size):
         """(loss, gradients, correct count) of one (micro-)batch; the loss is this
@@ -160,25 +190,34 @@ class Trainer:
         with xla_dropout.threefry_dropout(self.on_cpu):
             return self._replica_gradients(inputs, labels, scale)
 
-    def _apply(self, grads):
+    def _apply(self, grads, norms=None):
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
-        self.optimizer.apply(self._clip([g for g, _ in pairs]), [v for _, v in pairs])
+        total = None if norms is None else norms[-1]
+        self.optimizer.apply(self._clip([g for g, _ in pairs], total), [v for _, v in pairs])
 
     def _distributed_step(self, inputs, labels):
-        """(global mean loss, correctly classified examples, examples) of one step."""
+        """(global mean loss, correctly classified examples, examples) of one step, and
+        with grad_norms the global gradient's norms (`_grad_norms`)."""
         scale = None if self.loss_scale is None else self.loss_scale.value()
         loss, correct, count, grads = self.strategy.run(
             self._gradients, args=(inputs, labels, scale))
+        norms = None
+        if self.grad_norm_groups is not None:  # every replica computes the same values
+            norms = self.strategy.run(self._grad_norms, args=(grads,))
         if self.loss_scale is None:
-            self.strategy.run(self._apply, args=(grads,))
+            self.strategy.run(self._apply, args=(grads, norms))
         else:  # skip the step when a float16 gradient overflowed on any replica
             finite = self.strategy.run(precision.all_finite, args=(grads,))
             finite = (self.strategy.reduce(tf.distribute.ReduceOp.SUM, finite, axis=None)
                       == self.strategy.num_replicas_in_sync)
-            tf.cond(finite, lambda: self.strategy.run(self._apply, args=(grads,)), lambda: None)
+            tf.cond(finite, lambda: self.strategy.run(self._apply, args=(grads, norms)),
+                    lambda: None)
             self.loss_scale.update(finite)
-        return tuple(self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
-                     for value in (loss, correct, count))
+        totals = tuple(self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+                       for value in (loss, correct, count))
+        if norms is None:
+            return totals
+        return totals + (self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norms, axis=None),)
 
     def train_epoch(self, dataset, num_steps, on_step=None, show_progress=None):
         """Runs up to `num_steps` steps of `dataset`.
@@ -190,6 +229,7 @@ class Trainer:
             show_progress = sys.stderr.isatty()
         bar = keras.utils.Progbar(num_steps, stateful_metrics=["lr"]) if show_progress else None
         total, steps, correct, seen = 0.0, 0, 0.0, 0
+        self.last_grad_norms = None  # the latest step's, with grad_norms (read by on_step)
         if self.length_multiple > 1:
             limit = getattr(getattr(self.model, "backbone", None), "max_sequence_length", None)
             dataset = dataset.map(lambda x, y: pad_to_multiple(
@@ -208,7 +248,10 @@ class Trainer:
         for inputs, labels in batches:
             if steps >= num_steps:
                 break
-            loss, batch_correct, batch_count = (float(x) for x in self._train_step(inputs, labels))
+            loss, batch_correct, batch_count, *norms = self._train_step(inputs, labels)
+            loss, batch_correct, batch_count = (
+                float(x) for x in (loss, batch_correct, batch_count))
+            self.last_grad_norms = norms[0].numpy() if norms else None
             correct += batch_correct
             seen += batch_count
             step = int(self.optimizer.iterations.numpy())
@@ -244,6 +287,35 @@ class Trainer:
 
 
 XLA_LENGTH_MULTIPLE = 32
+
+TOTAL_GROUP = "total"
+_LAYER = re.compile(r"(?:^|/)transformer_layer_(\d+)/")
+
+
+def gradient_groups(model):
+    """(group names, {variable path: group}) of every weight of `model`, for the gradient
+    norms: "embeddings", "layer_<i>" (keras-hub's transformer_layer_<i>), "pooler"
+    (pooled_dense), "head" (every weight outside the encoder) and "other" (an encoder
+    weight of none of those, e.g. another encoder's); the names in that order, those with
+    weights only, then "total" (the whole gradient) last."""
+    backbone = getattr(model, "backbone", None)
+    encoder = {v.path for v in backbone.weights} if backbone is not None else set()
+    group_of = {}
+    for v in model.weights:
+        if v.path not in encoder:
+            group_of[v.path] = "head"
+        elif (match := _LAYER.search(v.path)) is not None:
+            group_of[v.path] = f"layer_{int(match.group(1))}"
+        elif "embedding" in v.path:
+            group_of[v.path] = "embeddings"
+        elif "pooled_dense" in v.path:
+            group_of[v.path] = "pooler"
+        else:
+            group_of[v.path] = "other"
+    present = set(group_of.values())
+    layers = sorted((g for g in present if g.startswith("layer_")), key=lambda g: int(g[6:]))
+    names = [g for g in ["embeddings", *layers, "pooler", "head", "other"] if g in present]
+    return names, group_of
 
 
 def runs_on_cpu(strategy):
@@ -321,7 +393,8 @@ def trainer_options(config):
     --tagging_loss)."""
     return {"jit_compile": config.jit_compile,
             "accumulation_steps": config.gradient_accumulation_steps,
-            "token_mean_loss": config.tagging_loss == "token_mean"}
+            "token_mean_loss": config.tagging_loss == "token_mean",
+            "grad_norms": config.grad_norm_every > 0}
 
 
 def count_steps(num_rows, batch_size, num_epochs):

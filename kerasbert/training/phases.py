@@ -14,6 +14,7 @@ import math
 import os
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from kerasbert import faults, run_folder, storage
@@ -23,7 +24,14 @@ from kerasbert.io_utils import atomic_write_json, read_json_object
 from kerasbert.metrics import greater_is_better, improves
 from kerasbert.plugins import resolve_kind
 from kerasbert.training import memory, run_state, optimization, precision
-from kerasbert.training.loop import Timer, Trainer, count_steps, trainer_options
+from kerasbert.training.loop import (
+    TOTAL_GROUP,
+    Timer,
+    Trainer,
+    count_steps,
+    gradient_groups,
+    trainer_options,
+)
 from kerasbert.training.progress import Progress
 from kerasbert.training.trajectory import recorder_for
 
@@ -106,8 +114,15 @@ class PhaseRunner:
             # but made here so that the run's checkpoints hold it.
             self.loss_scales = ({phase.name: precision.DynamicLossScale() for phase in self.phases}
                                 if model.dtype_policy.compute_dtype == "float16" else {})
+        # --grad_norm_every: the groups the gradient norms are measured over (every phase's
+        # the same columns; a frozen phase's encoder groups are 0: no gradient reaches them).
+        self.grad_groups = ([*gradient_groups(model)[0], TOTAL_GROUP] if config.grad_norm_every
+                            else [])
+        self.grad_rows = []  # grad_norms.csv
+        # An epoch's running sums per group, then how many steps they sum (checkpointed).
+        sums = len(self.grad_groups) + 1 if self.grad_groups else 0
         self.state = run_state.RunState(config.output_dir, model, self.optimizers,
-                                            self.loss_scales)
+                                            self.loss_scales, grad_norm_size=sums)
         self.best_head_path = os.path.join(self.state.directory, run_folder.BEST_HEAD)
         self.phase_metrics_path = os.path.join(self.state.directory, run_folder.PHASE_METRICS)
         self.tensorboard_dir = run_folder.path(config.output_dir, run_folder.TENSORBOARD_DIR)
@@ -140,6 +155,10 @@ class PhaseRunner:
             history = self._history_until(position)
             run_folder.write_run_history(self.config.output_dir, history)
             run_state.trim_event_files(self.tensorboard_dir, self._global_step(position.phase))
+            self.grad_rows = [row for row in run_folder.read_grad_norms(self.config.output_dir)
+                              if int(row["step"]) <= self._global_step(position.phase)]
+            if self.grad_groups:
+                run_folder.write_grad_norms(self.config.output_dir, self.grad_rows)
             if storage.exists(self.phase_metrics_path):
                 per_phase = read_json_object(self.phase_metrics_path)
         self.writer = tf.summary.create_file_writer(self.tensorboard_dir)
@@ -169,6 +188,8 @@ class PhaseRunner:
             atomic_write_json(self.phase_metrics_path, per_phase)
             self.state.save(index + 1, 0)  # the phase is complete: a resume starts the next one
         self.writer.flush()
+        if self.grad_groups:
+            run_folder.write_grad_norms(self.config.output_dir, self.grad_rows)
         if self.trajectory is not None:
             self.trajectory.finish()  # θ1
         return per_phase, metrics
@@ -210,11 +231,24 @@ class PhaseRunner:
         progress = Progress(phase.name, total, config.train_batch_size, self.log)
         epochs = math.ceil(phase.num_epochs)
 
+        norm_sum = [None]  # the current epoch's summed gradient norms per group, and steps
+
         def on_step(step, loss):
             progress.step(step, loss, epoch + 1, epochs)
+            norms = trainer.last_grad_norms
+            recorded = norms is not None and (step_offset + step) % config.grad_norm_every == 0
             with self.writer.as_default(step=step_offset + step):
                 tf.summary.scalar("train/loss", loss)
                 tf.summary.scalar("train/learning_rate", trainer.learning_rate())
+                if recorded:
+                    for group, value in zip(self.grad_groups, norms):
+                        tf.summary.scalar(f"grad_norm/{group}", value)
+            if norms is not None and np.isfinite(norms).all():  # not float16's skipped steps
+                norm_sum[0] = norm_sum[0] + np.append(norms.astype(float), 1.0)
+            if recorded:
+                self.grad_rows.append(
+                    {"phase": phase.name, "step": step_offset + step,
+                     **{f"grad_norm/{g}": _sig(v) for g, v in zip(self.grad_groups, norms)}})
             if self.trajectory is not None:
                 self.trajectory.on_step(step_offset + step)
             faults.crash_point("train_step")
@@ -232,6 +266,7 @@ class PhaseRunner:
             # batches already trained on (same seed, same order) and sums on from there.
             part = start if epoch == start.epoch else run_state.Position()
             done, loss_sum, correct, seen = part.step, part.loss_sum, part.correct, part.seen
+            norm_sum[0] = np.array(part.grad_norm_sum or [0.0] * (len(self.grad_groups) + 1))
             while done < steps:
                 count = steps - done
                 if every:
@@ -246,9 +281,12 @@ class PhaseRunner:
                 done += count
                 if done < steps:
                     self.writer.flush()
+                    if self.grad_groups:
+                        run_folder.write_grad_norms(config.output_dir, self.grad_rows)
                     self.state.save(index, epoch, run_state.Position(
                         step=done, loss_sum=loss_sum, correct=correct, seen=seen,
-                        best=best, since_best=since_best))
+                        best=best, since_best=since_best,
+                        grad_norm_sum=tuple(norm_sum[0].tolist())))
                     if self._global_step(index) == self.stop_step:
                         raise StopPoint(None)  # mid-epoch: dev is evaluated by the caller
             progress.epoch_end(int(optimizer.iterations.numpy()), epoch + 1, epochs)
@@ -273,8 +311,17 @@ class PhaseRunner:
                 if "accuracy" in metrics:  # Wang et al.'s overfitting signal
                     row["train_dev_gap"] = round(train_accuracy - metrics["accuracy"], 6)
             row.update({f"dev_{k}": round(v, 6) for k, v in metrics.items()})
+            if self.grad_groups and trainer.last_grad_norms is not None:
+                # Mosbach et al. (2021): a failed run's norms end ~100x smaller.
+                *sums, summed = norm_sum[0]
+                row.update({f"grad_norm/{g}": _sig(v / summed) if summed else ""
+                            for g, v in zip(self.grad_groups, sums)})
+                row.update({f"grad_norm_last/{g}": _sig(v)
+                            for g, v in zip(self.grad_groups, trainer.last_grad_norms)})
             history.append(row)
             run_folder.write_run_history(config.output_dir, history)
+            if self.grad_groups:
+                run_folder.write_grad_norms(config.output_dir, self.grad_rows)
             with self.writer.as_default(step=row["step"]):
                 for k, v in metrics.items():
                     tf.summary.scalar(f"dev/{k}", v)
@@ -306,3 +353,8 @@ class PhaseRunner:
         elif not metrics and config.do_eval:  # resumed after the last epoch's checkpoint
             metrics = self.dev_metrics(trainer)
         return metrics
+
+
+def _sig(value):
+    """A gradient norm as 6 significant digits (a failed run's are tiny: no fixed decimals)."""
+    return float(f"{float(value):.6g}")

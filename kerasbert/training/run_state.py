@@ -34,6 +34,7 @@ class Position:
     seen: float = 0.0
     best: float | None = None
     since_best: int = 0
+    grad_norm_sum: tuple = ()  # that partial epoch's summed gradient norms per group
 
 
 class NonFiniteWeightsError(TrainingError):
@@ -50,7 +51,7 @@ class RunState:
     index holds a checksum of every tensor) and the previous one is used instead.
     """
 
-    def __init__(self, output_dir, model, optimizers, loss_scales=None):
+    def __init__(self, output_dir, model, optimizers, loss_scales=None, grad_norm_size=0):
         self.directory = os.path.join(output_dir, CHECKPOINT_DIR)
         self.model = model
         self.optimizers = list(optimizers.values())
@@ -64,14 +65,24 @@ class RunState:
             "step": variable(0, tf.int64), "loss_sum": variable(0.0, tf.float64),
             "correct": variable(0.0, tf.float64), "seen": variable(0.0, tf.float64),
             "best": variable(math.nan, tf.float64), "since_best": variable(0, tf.int64)}
+        self.grad_norm_size = grad_norm_size
+        if grad_norm_size:  # --grad_norm_every: per group
+            self.variables["grad_norm_sum"] = variable(np.zeros(grad_norm_size), tf.float64)
         # tf.train.Checkpoint does not follow Keras 3 layers to their dropout seed-generator
         # states; saving them too makes a resumed run draw the same dropout masks.
         non_trainable = [v.value for v in model.non_trainable_variables]
-        self.checkpoint = tf.train.Checkpoint(
-            model=model, non_trainable=non_trainable, **self.variables,
-            **{f"optimizer_{name}": optimizer for name, optimizer in optimizers.items()},
-            # mixed_float16: each phase's dynamic loss scale (precision.DynamicLossScale)
-            **{f"loss_scale_{name}": scale for name, scale in (loss_scales or {}).items()})
+        def checkpoint(variables):
+            return tf.train.Checkpoint(
+                model=model, non_trainable=non_trainable, **variables,
+                **{f"optimizer_{name}": optimizer for name, optimizer in optimizers.items()},
+                # mixed_float16: each phase's dynamic loss scale (precision.DynamicLossScale)
+                **{f"loss_scale_{name}": scale for name, scale in (loss_scales or {}).items()})
+
+        self.checkpoint = checkpoint(self.variables)
+        # A checkpoint written before gradient norms were recorded (or with them off)
+        # restores through this one: its partial epoch's norm sums start from zero.
+        self._without_norms = checkpoint({k: v for k, v in self.variables.items()
+                                          if k != "grad_norm_sum"})
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory,
                                                   max_to_keep=MAX_TO_KEEP)
 
@@ -99,7 +110,12 @@ class RunState:
         (Position() when there is none)."""
         for prefix in self.candidates():
             try:
-                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+                saved = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+                whole = "grad_norm_sum" in saved or "grad_norm_sum" not in self.variables
+                if not whole:
+                    self.variables["grad_norm_sum"].assign(np.zeros(self.grad_norm_size))
+                (self.checkpoint if whole else self._without_norms).restore(
+                    prefix).assert_existing_objects_matched()
             except (tf.errors.OpError, IndexError, OSError) as e:  # missing, torn, bad checksum
                 reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
                 log(f"kerasbert: checkpoint {prefix} is damaged ({reason}); trying the one before")
@@ -118,7 +134,8 @@ class RunState:
                         loss_sum=float(v["loss_sum"]), correct=float(v["correct"]),
                         seen=float(v["seen"]),
                         best=None if math.isnan(v["best"]) else float(v["best"]),
-                        since_best=int(v["since_best"]))
+                        since_best=int(v["since_best"]),
+                        grad_norm_sum=tuple(float(x) for x in v.get("grad_norm_sum", ())))
 
     def save(self, phase, finished_epochs, position=None):
         """Saves the run at `phase`, after `finished_epochs` (and `position.step` steps of
@@ -128,6 +145,8 @@ class RunState:
         check_finite(self.model, sum(int(o.iterations.numpy()) for o in self.optimizers))
         for name, var in self.variables.items():
             value = getattr(position, name)
+            if name == "grad_norm_sum":
+                value = value or np.zeros(self.grad_norm_size)
             var.assign(math.nan if value is None else value)
         try:
             self.last_good = self.manager.save()

@@ -26,9 +26,10 @@ def synthetic_data(num_examples=BATCH * STEPS, seed=0):
 
 
 def train(strategy=None, policy="none", steps=STEPS, learning_rate=1e-3,
-          head_learning_rate=None, data=None, **trainer_options):
+          head_learning_rate=None, data=None, grad_norms=None, **trainer_options):
     """(per-step losses, final weights) of a fresh tiny model trained `steps` steps on
-    `data` (inputs, labels), by default `synthetic_data()`."""
+    `data` (inputs, labels), by default `synthetic_data()`; `grad_norms`: a list that gets
+    each step's gradient norms per group (the Trainer's grad_norms)."""
     precision.set_policy(policy)
     strategy = strategy or distribute.make_strategy("one_device")
     registry = plugins.registry()
@@ -41,10 +42,17 @@ def train(strategy=None, policy="none", steps=STEPS, learning_rate=1e-3,
             model.trainable_variables, learning_rate, steps, warmup_steps=0,
             head_variables=phases.head_variables(model), head_learning_rate=head_learning_rate)
         optimizer.build(model.trainable_variables)
-    trainer = Trainer(model, task.kind, strategy, optimizer, **trainer_options)
+    trainer = Trainer(model, task.kind, strategy, optimizer,
+                      grad_norms=grad_norms is not None, **trainer_options)
     losses = []
+
+    def on_step(step, loss):
+        losses.append(loss)
+        if grad_norms is not None:
+            grad_norms.append(trainer.last_grad_norms.tolist())
+
     trainer.train_epoch(pipeline.make_dataset(inputs, labels, BATCH), steps,
-                        on_step=lambda step, loss: losses.append(loss), show_progress=False)
+                        on_step=on_step, show_progress=False)
     weights = [w.numpy().astype(np.float32) for w in model.weights]
     precision.set_policy("none")
     return np.array(losses), weights

@@ -24,7 +24,7 @@ from kerasbert.training import run_state
 RUN = {"task": "sst2", "init_checkpoint": "random", "model_size": "2/32/2",
        "max_seq_length": 32, "train_batch_size": 8, "eval_batch_size": 16,
        "max_train_examples": 32, "max_eval_examples": 16, "num_train_epochs": 2.0,
-       "learning_rate": 1e-3, "seed": 3, "save_checkpoints_steps": 1}
+       "learning_rate": 1e-3, "seed": 3, "save_checkpoints_steps": 1, "grad_norm_every": 2}
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # this checkout, for the subprocesses
@@ -97,6 +97,21 @@ def test_mid_epoch_kill_and_torn_checkpoint_resume_to_the_same_end(
         assert float(got["train_accuracy"]) == pytest.approx(float(want["train_accuracy"]))
     # Steps 6 and 7 were logged by the killed run, then again after the resume: kept once.
     assert _loss_steps(out) == list(range(1, 9)) == _loss_steps(straight)
+    # The gradient norms: the epoch means sum over both processes, and the per-step file
+    # holds each recorded step once (step 6 was written by the killed run, then dropped).
+    norms = [k for k in reference_rows[0] if k.startswith("grad_norm")]
+    assert len(norms) == 12  # 5 groups and total, mean and last step
+    for got, want in zip(rows, reference_rows):
+        for k in norms:
+            assert float(got[k]) == pytest.approx(float(want[k]), rel=1e-5), k
+    with open(out / "grad_norms.csv") as f, open(straight / "grad_norms.csv") as g:
+        resumed_steps, straight_steps = list(csv.DictReader(f)), list(csv.DictReader(g))
+    assert [r["step"] for r in resumed_steps] == ["2", "4", "6", "8"]
+    for got, want in zip(resumed_steps, straight_steps):
+        assert got.keys() == want.keys()
+        for k in got:
+            if k.startswith("grad_norm"):
+                assert float(got[k]) == pytest.approx(float(want[k]), rel=1e-5), k
 
 
 def test_a_grouped_by_length_run_resumes_to_the_same_end(tmp_path, monkeypatch, reference):
@@ -278,3 +293,20 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_last_good_one(tmp_path, m
                                          r"left on device\); the last good one \(.*ckpt-1\)"):
         state.save(0, 2)
     assert [os.path.basename(p) for p in state.candidates()] == ["ckpt-1"]
+
+
+def test_a_checkpoint_without_gradient_norm_sums_resumes_with_them(tmp_path):
+    """A run checkpointed before gradient norms were recorded (run_config.json without
+    --grad_norm_every: its default, on) resumes: the partial epoch's sums start at zero;
+    one with them restores them."""
+    state = _dense_state(tmp_path)
+    state.save(0, 1, run_state.Position(step=3, loss_sum=1.5))
+    with_norms = run_state.RunState(str(tmp_path), state.model,
+                                    {"finetune": state.optimizers[0]}, grad_norm_size=3)
+    position = with_norms.restore()
+    assert (position.epoch, position.step, position.loss_sum) == (1, 3, 1.5)
+    assert position.grad_norm_sum == (0.0, 0.0, 0.0)
+    with_norms.save(0, 1, run_state.Position(step=4, grad_norm_sum=(1.0, 2.0, 4.0)))
+    again = run_state.RunState(str(tmp_path), state.model,
+                               {"finetune": state.optimizers[0]}, grad_norm_size=3)
+    assert again.restore().grad_norm_sum == (1.0, 2.0, 4.0)

@@ -117,6 +117,15 @@ class SquadTask(Task):
         return decode(outputs, features, self.n_best_size, self.max_answer_length,
                       self.version_2, self.null_score_diff_threshold)
 
+    def constant_baseline(self, features: Features, split: str = "dev", kind=None):
+        """The main metric of answering every question with nothing: v1.1 0; v2.0 the
+        share of unanswerable questions (best_f1 as f1: no answer is given to threshold)."""
+        gold = {e.qas_id: [a.text for a in e.answers] for e in features.examples}
+        empty = {qid: "" for qid in gold}
+        if not self.version_2:
+            return squad_metrics.evaluate_v1(gold, empty)["f1"]
+        return squad_metrics.evaluate_v2(gold, empty)["f1"]
+
     def evaluate(self, outputs, features: Features, output_dir: str | None = None,
                  split: str = "dev") -> dict[str, float]:
         """Official metrics (0-100); writes the prediction files when output_dir is given.
