@@ -70,6 +70,7 @@ def test_levene_is_brown_forsythe():
     assert got["p"] == pytest.approx(sp.f.sf(108 / 17, 1, 6))
     with pytest.raises(ValueError):
         stability.levene([1.0], [1.0, 2.0])
+    assert stability.levene([0.5, 0.5], [0.5, 0.5]) == {"W": None, "p": None}
 
 
 def test_norm_ratio_is_a_geometric_mean_ratio():

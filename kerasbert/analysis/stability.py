@@ -80,6 +80,8 @@ def levene(*groups):
     groups = [np.asarray(g, np.float64) for g in groups]
     if len(groups) < 2 or any(g.size < 2 for g in groups):
         raise ValueError("levene: need at least two groups of at least two values")
+    if all(np.ptp(g) == 0 for g in groups):  # no spread anywhere: nothing to compare
+        return {"W": None, "p": None}
     result = stats.levene(*groups, center="median")
     return {"W": float(result.statistic), "p": float(result.pvalue)}
 

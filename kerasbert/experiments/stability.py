@@ -232,7 +232,7 @@ def stability_markdown(per_recipe, grads, grid, stop_early, plane, scale):
         kept = ("–" if not s else f"{s['mean'] * scale:.1f}"
                 + ("" if s["std"] is None else f" ± {s['std'] * scale:.1f}"))
         lev = r.get("levene_vs_bert")
-        lev = "–" if lev is None else f"{lev['W']:.2f}, {lev['p']:.3f}"
+        lev = "–" if lev is None or lev["W"] is None else f"{lev['W']:.2f}, {lev['p']:.3f}"
         evp_points = r.get("evp", {})
         best = " / ".join("–" if evp_points.get(n) is None else f"{evp_points[n] * scale:.1f}"
                           for n in (1, 5, 10, 20))
@@ -308,16 +308,17 @@ def main(argv):
 
     runner.no_arguments(argv)
     task, base, seeds = runner.from_flags(FLAGS)
+    campaign_base, base = base, dataclasses.replace(base, stop_early_at=None)  # rows: full runs
     rows = plan_rows(base, task, seeds, FLAGS.recipes, FLAGS.long_epochs, FLAGS.reinit_layers)
     grid_seeds = restarts.parse_seeds(FLAGS.grid_seeds, None, "--grid_seeds") \
         if FLAGS.grid_seeds else []
     grid = plan_grid(base, task, grid_seeds) if grid_seeds else {}
     stop_seeds = (restarts.parse_seeds(FLAGS.stop_early_seeds, None, "--stop_early_seeds")
                   if FLAGS.stop_early_seeds else [])
-    if stop_seeds and (base.stop_early_at is None or FLAGS.continue_best is None):
+    if stop_seeds and (campaign_base.stop_early_at is None or FLAGS.continue_best is None):
         raise InputError("--stop_early_seeds: give --stop_early_at=F and --continue_best=K too")
-    if not stop_seeds and base.stop_early_at is not None:
-        raise InputError(f"--stop_early_at={base.stop_early_at}: the recipes' runs train to "
+    if not stop_seeds and campaign_base.stop_early_at is not None:
+        raise InputError(f"--stop_early_at={campaign_base.stop_early_at}: the recipes' runs train to "
                          "the end; it is for --stop_early_seeds")
     runner.run_rows(rows + ([(GRID, dict(enumerate(grid.values())))] if grid else []),
                     "stability", BERT if BERT in FLAGS.recipes else None)
@@ -326,7 +327,7 @@ def main(argv):
         from kerasbert import run as run_lib
 
         campaign = dataclasses.replace(
-            base, output_dir=os.path.join(base.output_dir, STOP_EARLY),
+            campaign_base, output_dir=os.path.join(base.output_dir, STOP_EARLY),
             overwrite_output_dir=False, **recipe_changes(BERT, base.resolved(task)))
         stop_early.run_stop_early(campaign, FLAGS.continue_best, seeds=stop_seeds,
                                   execute=lambda config, _: run_lib.execute_in_own_process(config))
