@@ -112,7 +112,7 @@ def build_step(args, data):
     loaded = time.time() - START
     trainer = Trainer(model, task.kind, strategy, optimizer, jit_compile=args.jit_compile,
                       accumulation_steps=args.gradient_accumulation_steps,
-                      grad_norms=args.grad_norms)
+                      grad_norms=getattr(args, "grad_norms", False))  # profile_step has no --grad_norms
     inputs = {k: data[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     dataset = pipeline.make_dataset(inputs, data["labels"], len(data["labels"])).repeat()
     return model, trainer, dataset, loaded

@@ -30,8 +30,9 @@ def test_a_finished_run_keeps_each_thing_once_and_no_resume_state(tmp_path):
     config = RunConfig(**TINY, output_dir=str(out))
     run_lib.execute(config)
     assert sorted(os.listdir(out)) == [
-        "curves.png", "encoder", "eval_results.txt", "history.csv", "metrics.json",
-        "model.weights.h5", "report.md", "run_config.json", "tensorboard"]
+        "curves.png", "encoder", "eval_results.txt", "failure_check.json", "grad_norms.csv",
+        "history.csv", "metrics.json", "model.weights.h5", "report.md", "run_config.json",
+        "tensorboard"]
     assert "[checkpoints/]" not in (out / "report.md").read_text()  # its list of files
     # encoder/ holds no weights of its own: they are model.weights.h5's encoder part
     assert sorted(os.listdir(out / "encoder")) == ["encoder_config.json", "vocab.txt"]
@@ -65,9 +66,9 @@ def test_a_run_on_the_ram_filesystem_writes_every_output_there(tmp_path, monkeyp
     assert os.listdir(tmp_path) == []
     gfile = tf.io.gfile
     assert sorted(gfile.listdir(out)) == [
-        "curves.png", "encoder", "eval_results.txt", "export.json", "history.csv",
-        "metrics.json", "model.weights.h5", "report.md", "run_config.json", "tensorboard",
-        "test_results.tsv"]
+        "curves.png", "encoder", "eval_results.txt", "export.json", "failure_check.json",
+        "grad_norms.csv", "history.csv", "metrics.json", "model.weights.h5", "report.md",
+        "run_config.json", "tensorboard", "test_results.tsv"]
     assert json.loads(gfile.GFile(f"{out}/metrics.json").read()) == metrics
     assert gfile.GFile(f"{out}/test_results.tsv").read().startswith("index\tprediction\n")
     assert any("tfevents" in name for name in gfile.listdir(f"{out}/tensorboard"))
