@@ -29,8 +29,10 @@ def test_compare_strategies_writes_table_and_plot(tmp_path):
     table = (out / "comparison.md").read_text()
     assert table in stdout
     for strategy in ("fine-tune only", "frozen only", "stack-and-finetune"):
-        # | strategy | trained params | s/step | peak RSS MB | n | ...
-        assert re.search(rf"\| {strategy} \| [\d,]+ \| [\d.]+ \| \d+ \| 2 \|", table), table
+        # | strategy | trained params | s/step | peak RSS MB | failed runs (every run
+        # records its check) | [successful runs, when any failed] | n | ...
+        assert re.search(rf"\| {strategy} \| [\d,]+ \| [\d.]+ \| \d+ \| \d/2 \([^|]*\) \| "
+                         rf"(?:[^|]+ \| )?2 \|", table), table
     saved = json.loads((out / "comparison.json").read_text())
     rows = saved["tables"]["rte"]["rows"]
     assert [r["seeds"] for r in rows] == [[1, 2]] * 3
