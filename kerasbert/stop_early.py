@@ -61,12 +61,8 @@ def run_stop_early(base, continue_best, seeds=None, num_restarts=1, learning_rat
     execute = execute or run_lib.execute
     fraction = base.stop_early_at
     rates = sweep.parse_learning_rates(learning_rates)
-    if rates and base.learning_rate is not None:
-        raise InputError(f"--learning_rate={base.learning_rate}: the runs take their "
-                         "learning rates from --learning_rates; give one or the other")
-    if not (base.do_train and base.do_eval):
-        raise InputError("--do_eval: start many, stop early picks the runs to continue on "
-                         "dev; it needs --do_train and --do_eval")
+    sweep.check_runs_flags(base, rates, "the runs take their",
+                           "start many, stop early picks the runs to continue")
     task = registry.task(base.task)
     full = dataclasses.replace(base, stop_early_at=None).resolved(task)
     if full.export_dir:

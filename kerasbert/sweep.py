@@ -172,6 +172,16 @@ def prepare_sweep_dir(base):
 
 # --- The sweep ---------------------------------------------------------------------------
 
+def check_runs_flags(base, rates, who_takes, what_picks):
+    """--learning_rates excludes --learning_rate, and runs picked on dev need --do_train and
+    --do_eval (the sweep's and start-many-stop-early's check, in their own words)."""
+    if rates and base.learning_rate is not None:
+        raise InputError(f"--learning_rate={base.learning_rate}: {who_takes} learning rates "
+                         "from --learning_rates; give one or the other")
+    if not (base.do_train and base.do_eval):
+        raise InputError(f"--do_eval: {what_picks} on dev; it needs --do_train and --do_eval")
+
+
 def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, log=print,
               seeds=None, baseline=None):
     """Runs (or resumes) the grid; returns the summary written to sweep.json. `seeds`
@@ -180,12 +190,7 @@ def run_sweep(base, learning_rates, num_restarts, registry=None, execute=None, l
     registry = registry or plugins.registry()
     execute = execute or run_lib.execute
     rates = parse_learning_rates(learning_rates)
-    if rates and base.learning_rate is not None:
-        raise InputError(f"--learning_rate={base.learning_rate}: a sweep takes its learning "
-                         "rates from --learning_rates; give one or the other")
-    if not (base.do_train and base.do_eval):
-        raise InputError("--do_eval: a sweep picks its best run on dev; it needs --do_train "
-                         "and --do_eval")
+    check_runs_flags(base, rates, "a sweep takes its", "a sweep picks its best run")
     task = registry.task(base.task)
     base = base.resolved(task)
     export_dir = base.export_dir
