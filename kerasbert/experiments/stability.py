@@ -42,6 +42,7 @@ import sys
 from kerasbert import restarts, run_folder
 from kerasbert.errors import InputError
 from kerasbert.experiments import runner
+from kerasbert.io_utils import atomic_write_json, read_json_object
 
 BERT, MOSBACH, ZHANG = "bert", "mosbach", "zhang"
 RECIPES = (BERT, MOSBACH, ZHANG)
@@ -205,13 +206,7 @@ def run_plane(pair, output_dir, log=print):
         if subprocess.run(command, check=False).returncode != 0:
             log("stability: the plane's landscape command failed; the rest is reported")
             return None
-    return _read(summary)
-
-
-def _read(path):
-    from kerasbert.io_utils import read_json_object
-
-    return read_json_object(path)
+    return read_json_object(summary)
 
 
 # --- The report ----------------------------------------------------------------------------
@@ -275,7 +270,7 @@ def stop_early_text(folder, bert_values, greater, scale):
     path = os.path.join(folder, "stop_early.json")
     if not os.path.isfile(path):
         return None
-    summary = _read(path)
+    summary = read_json_object(path)
     compute = summary.get("compute", {})
     steps, runs = compute.get("steps"), compute.get("runs")
     full = compute["full_run_steps"] / runs if runs else None  # one full run's steps
@@ -342,10 +337,11 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
     greater = metrics.greater_is_better(metric, task, getattr(task, "registered_kind", None))
     scale = 100.0  # every metric a stability task reports is a share or a correlation
     baseline = BERT if any(label == BERT for label, _ in rows) else None
-    table = runner.summarize(rows, metric, task, task.dev_splits[0], baseline)
+    # Read once: the table and the stability sections come from the same collected rows.
     collected = restarts.collect(
         [{"label": label, "runs": {s: c.output_dir for s, c in runs.items()}}
          for label, runs in rows], metric, task, task.dev_splits[0])
+    table = restarts.summarize(collected, metric, baseline, greater_is_better=greater)
     bert_row = next((r for r in collected if r["label"] == BERT), None)
     per_recipe = [recipe_stability(r, bert_row, greater) for r in collected]
     grads = grad_signature(collected)
@@ -373,8 +369,6 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
     runner.publish(output_dir, "stability", {task.name: table}, text, experiment)
     extra = {"per_recipe": per_recipe, "grad_norms": grads, "grid": split,
              "plane": record, "stop_early": early}
-    from kerasbert.io_utils import atomic_write_json
-
     atomic_write_json(os.path.join(output_dir, "stability_analysis.json"), extra)
     return text
 
