@@ -129,6 +129,15 @@ def test_recipes_grid_and_stop_early_end_to_end(tmp_path):
     assert (out / "grid" / "order-2-init-1" / "metrics.json").is_file()
     assert (out / "stop_early" / "stop_early.json").is_file()
     assert (out / "evp.json").is_file()
+    # The plan's claims these recipes measure, in the shape the findings report reads:
+    # every run at 50% has no spread, so neither zhang claim is decided.
+    claims = json.loads((out / "stability_findings.json").read_text())
+    assert claims["experiment"]["task"] == "rte"
+    assert set(claims["claims"]) == {"zhang-variance", "zhang-mean"}  # no mosbach, grid flat
+    from kerasbert.experiments import findings
+
+    _, measured = findings.report(findings.find_sources([str(out)]))
+    assert [r["verdict"] for r in measured["zhang-mean"]] == ["not distinguishable"]
     config = json.loads((out / "bert" / "seed-2" / "run_config.json").read_text())
     assert config["adam_bias_correction"] is False
     # Again: every run is reused, the report is the same.

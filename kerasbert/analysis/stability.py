@@ -99,3 +99,39 @@ def norm_ratio(numerator, denominator, level=LEVEL):
     exp = (lambda x: None if x is None else math.exp(x))
     return {"ratio": math.exp(w["difference"]), "low": exp(w["low"]), "high": exp(w["high"]),
             "n": [int(a.size), int(b.size)]}
+
+
+def failure_rate_difference(failed_a, n_a, failed_b, n_b, level=LEVEL):
+    """failed_a/n_a − failed_b/n_b, two independent sets of runs, with Newcombe's hybrid
+    score interval (statsmodels' `confint_proportions_2indep`, method "newcomb"): it stays
+    inside [−1, 1] and keeps its coverage at 0 or 20 failures of 20, where a normal
+    (Wald) interval collapses. {"difference", "low", "high"}."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    if min(n_a, n_b) < 1 or not (0 <= failed_a <= n_a and 0 <= failed_b <= n_b):
+        raise ValueError(f"failure_rate_difference: need 0 ≤ failed ≤ n, n ≥ 1 (got "
+                         f"{failed_a}/{n_a}, {failed_b}/{n_b})")
+    low, high = confint_proportions_2indep(failed_a, n_a, failed_b, n_b, method="newcomb",
+                                           compare="diff", alpha=1 - level)
+    return {"difference": failed_a / n_a - failed_b / n_b, "low": float(low),
+            "high": float(high)}
+
+
+def decision_level(interval_at, decides, smallest=1e-12, tolerance=1e-6):
+    """The p-value of a verdict read from an interval: the smallest α at which the (1 − α)
+    interval `interval_at(level)` → (low, high) gives a verdict (`decides(low, high)`),
+    found by bisection (intervals shrink as α grows, so once one decides, every narrower
+    one does). 1.0 when even the narrowest interval decides nothing. p < 0.05 exactly when
+    the 95% interval gives the verdict, so Holm's correction can take it like a test's."""
+    if decides(*interval_at(1 - smallest)):
+        return smallest
+    low, high = smallest, 1 - smallest  # decides nothing at `low`
+    if not decides(*interval_at(1 - high)):
+        return 1.0
+    while high - low > tolerance:
+        middle = (low + high) / 2
+        if decides(*interval_at(1 - middle)):
+            high = middle
+        else:
+            low = middle
+    return high

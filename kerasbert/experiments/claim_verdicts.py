@@ -113,6 +113,8 @@ def _one_sample(differences, n, mean, std, popmean=0.0, alternative="two-sided")
 def p_value(result, direction, margin=None):
     """(p, test) of one measurement's verdict (see the module's docstring); (None, None)
     below two seeds."""
+    if "p" in result:  # a measurement decided by its own test (stability_findings.json)
+        return result["p"], result.get("test")
     n, std = result["n"], result.get("std")
     if n < 2 or std is None or not math.isfinite(std):
         return None, None

@@ -44,11 +44,16 @@ from kerasbert.io_utils import atomic_write_text, shown_path
 # File name → the tool that writes it.
 SOURCES = {"comparison.json": "compare_strategies", "table.json": "ner_table",
            "grid.json": "model_size_grid", "results.json": "pretraining_ablation",
-           run_folder.SWEEP_JSON: "sweep", "landscape_findings.json": "landscape"}
+           run_folder.SWEEP_JSON: "sweep", "landscape_findings.json": "landscape",
+           "stability_findings.json": "stability"}
 # The landscape tool (issue 19) writes no restarts table; a landscape_findings.json of
 # {"command", "experiment", "claims": {claim id: {"n", "effect", "low", "high", "std",
 # "unit"}}} fills the Hao et al. claims below (effect and interval as measured there).
 LANDSCAPE = "landscape_findings.json"
+# The stability experiment (issue 58) writes the same shape, stability_findings.json, each
+# measurement with its own test's verdict and p-value (a failure-rate difference, Levene's
+# test, an F interval: not a paired difference); see kerasbert/experiments/stability.py.
+CLAIM_FILES = ("landscape", "stability")
 
 PAIRS, TAGGING, CLASSIFICATION = ("mrpc", "stsb"), ("conll2003",), ("sst2",)
 
@@ -75,6 +80,9 @@ def _claim(id, paper, statement, paper_number, a, b, direction, margin=None,
 WANG = "Wang et al. 2019 (stack-and-finetune)"
 BERT = "Devlin et al. 2019 (BERT)"
 HAO = "Hao et al. 2019 (loss landscapes)"
+MOSBACH = "Mosbach et al. 2021 (stability of fine-tuning)"
+ZHANG = "Zhang et al. 2021 (few-sample fine-tuning)"
+DODGE = "Dodge et al. 2020 (weight initialisations, data orders)"
 # The row labels the strategies experiment writes, read back by the same names.
 FT, FROZEN, STACK = strategies.FINE_TUNE, strategies.FROZEN, strategies.STACK
 SAME_STEPS, HEAD_LR = strategies.SAME_STEPS, strategies.HEAD_LR
@@ -227,6 +235,28 @@ for id, statement in (
         ("hao-lower-layers", "lower layers move less; rolling them back costs little")):
     CLAIMS.append(_claim(id, HAO, statement, "qualitative (figures)",
                          _side("landscape", id), None, "+"))
+
+# docs/figures/stability/PLAN.md part 2, claims 1–6: each task's measurement, and the plan's
+# verdict over its tasks (supported only on every task, contradicted on any; see
+# combine_tasks).
+STABILITY_NUMBERS = "direction only (the papers' BERT-large runs; not transcribed)"
+STABILITY_PENDING = ("the stability experiment's main run (docs/figures/stability/PLAN.md "
+                     "part 2: 20 seeds per recipe on RTE and MRPC) has not finished")
+for id, paper, statement in (
+        ("mosbach-failure-rate", MOSBACH, "with Adam's bias correction, more epochs and "
+         "warm-up, fewer runs fail than with BERT's recipe (failure rate bert − mosbach)"),
+        ("mosbach-variance", MOSBACH, "with that recipe the spread over seeds is smaller "
+         "(Levene's test)"),
+        ("zhang-variance", ZHANG, "re-initialising the top 2 layers and the pooler makes the "
+         "spread over seeds smaller (Levene's test)"),
+        ("zhang-mean", ZHANG, "re-initialising the top 2 layers and the pooler raises the mean "
+         "dev score"),
+        ("dodge-order-vs-init", DODGE, "data order and head initialisation contribute "
+         "comparably to the variance (their mean-square ratio within [1/4, 4])"),
+        ("mosbach-grad-norms", MOSBACH, "failed runs end with gradient norms ≥ 10× smaller "
+         "than successful ones")):
+    CLAIMS.append(_claim(id, paper, statement, STABILITY_NUMBERS, _side("stability", id), None,
+                         "+", why_unmeasured=STABILITY_PENDING))
 
 
 # --- Reading the tools' JSON ----------------------------------------------------------------
@@ -415,8 +445,9 @@ def _pairings(claim, sources):
 def measure(claim, sources):
     """Every measurement of a claim: one per task and pair of tables where both rows were
     found, a pair that repeats another's runs reported once."""
-    if claim["a"]["tool"] == "landscape":
-        return measure_landscape(claim, sources)
+    if claim["a"]["tool"] in CLAIM_FILES:
+        results = measure_landscape(claim, sources)
+        return combine_tasks(results) if claim["a"]["tool"] == "stability" else results
     results, seen = [], []  # seen: (task, {seed: (value A, value B)}, its measurement)
     across_files = not _one_table(claim)
     for task, a, a_src, b, b_src, same_session in _pairings(claim, sources):
@@ -484,7 +515,8 @@ def measure_landscape(claim, sources):
     may hold one measurement or a list; `points: false` ones are printed in their unit)."""
     results = []
     for tool, file, data in sources:
-        got = (data.get("claims") or {}).get(claim["id"]) if tool == "landscape" else None
+        got = ((data.get("claims") or {}).get(claim["id"]) if tool == claim["a"]["tool"]
+               else None)
         for m in ([got] if isinstance(got, dict) else got or []):
             points = m.get("points", True)
             seeds = [str(s) for s in (data.get("experiment") or {}).get("seeds", [])]
@@ -497,12 +529,52 @@ def measure_landscape(claim, sources):
                           v for v in m["values"] if v is not None and math.isfinite(v)],
                       "commands": [data.get("command", "?")],
                       "experiments": [data.get("experiment")]}
-            result["verdict"], result["note"] = verdict(
-                claim["direction"], result["n"], result["difference"], result["low"],
-                result["high"], result["std"], claim["margin"],
-                unit=None if points else result["metric"])
+            if m.get("verdict"):  # decided by its own test (stability_findings.json)
+                result.update(verdict=m["verdict"], note=m.get("note", ""), p=m.get("p"),
+                              test=m.get("test"))
+            else:
+                result["verdict"], result["note"] = verdict(
+                    claim["direction"], result["n"], result["difference"], result["low"],
+                    result["high"], result["std"], claim["margin"],
+                    unit=None if points else result["metric"])
             results.append(result)
     return results
+
+
+def combine_tasks(results):
+    """The measurements, and where they cover two or more tasks, one more over all of them
+    as the stability plan decides: supported only if supported on every task (p: the
+    largest, an intersection–union test), contradicted if contradicted on any (p: the
+    smallest contradicting one), else not distinguishable (p: the largest). Per task the
+    measurement with the most runs is the one combined."""
+    per_task = {}
+    for r in results:
+        if r["task"] not in per_task or r["n"] > per_task[r["task"]]["n"]:
+            per_task[r["task"]] = r
+    if len(per_task) < 2:
+        return results
+    parts = [per_task[t] for t in sorted(per_task)]
+    verdicts = [r["verdict"] for r in parts]
+    ps = [r.get("p") for r in parts]
+    if all(v == "supported" for v in verdicts):
+        verdict_, p = "supported", None if None in ps else max(ps)
+    elif "contradicted" in verdicts:
+        verdict_ = "contradicted"
+        p = min((r.get("p") for r in parts if r["verdict"] == "contradicted"
+                 and r.get("p") is not None), default=None)
+    else:
+        verdict_, p = "not distinguishable", None if None in ps else max(ps)
+    combined = {"task": " + ".join(r["task"] for r in parts), "a": parts[0]["a"], "b": "",
+                "seeds": [], "n": sum(r["n"] for r in parts), "difference": None,
+                "std": None, "low": None, "high": None, "metric": parts[0]["metric"],
+                "points": parts[0].get("points", True), "differences": None,
+                "sources": sorted({f for r in parts for f in r["sources"]}),
+                "commands": [c for r in parts for c in r["commands"]],
+                "experiments": [e for r in parts for e in r["experiments"]],
+                "verdict": verdict_, "p": p, "test": "over tasks",
+                "note": "; ".join(f"{r['task']}: {r['verdict']}" for r in parts)
+                + " (supported only if supported on every task, contradicted if on any)"}
+    return results + [combined]
 
 
 # --- The report ------------------------------------------------------------------------------
@@ -533,7 +605,11 @@ def report(sources, claims=CLAIMS, plans=claim_verdicts.PLANNED):
              "way), not distinguishable (it contains 0: its half-width and the seeds the "
              "observed effect would need are given). Hao et al.'s rows come from "
              "the landscape_findings experiment: each measurement in its own unit (points where "
-             "it is a dev metric), signed so that positive is the paper's direction.", "",
+             "it is a dev metric), signed so that positive is the paper's direction. Mosbach, "
+             "Zhang and Dodge et al.'s rows come from the stability experiment, each decided "
+             "by the test docs/figures/stability/PLAN.md names (a failure-rate difference's "
+             "Newcombe interval, Levene's test, Welch's interval, the grid's F interval), "
+             "with its own p-value.", "",
              "Column *run*: the folder of the results file(s), which tells apart two "
              "measurements of one claim (say, two pre-training budgets). A claim across "
              "two heads' tables pairs the tables of one work session (written on one "

@@ -39,6 +39,8 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+
 from kerasbert import restarts, run_folder
 from kerasbert.errors import InputError
 from kerasbert.experiments import runner
@@ -158,7 +160,9 @@ def grad_signature(collected):
             norms = last_grad_norms(row["dirs"][seed])
             if norms and verdict is not None:
                 (failed if verdict else kept).append(norms)
-    out = {"failed_runs": len(failed), "successful_runs": len(kept), "groups": {}}
+    out = {"failed_runs": len(failed), "successful_runs": len(kept), "groups": {},
+           "total": {"failed": [n["total"] for n in failed if n.get("total", 0) > 0],
+                     "successful": [n["total"] for n in kept if n.get("total", 0) > 0]}}
     if not failed or not kept:
         return out
     for group in failed[0]:
@@ -207,6 +211,163 @@ def run_plane(pair, output_dir, log=print):
             log("stability: the plane's landscape command failed; the rest is reported")
             return None
     return read_json_object(summary)
+
+
+# --- The papers' claims, as docs/figures/stability/PLAN.md decides them --------------------
+
+FINDINGS = "stability_findings.json"  # read by `python -m kerasbert.experiments findings`
+VARIANCE_CLAIMS = {MOSBACH: "mosbach-variance", ZHANG: "zhang-variance"}
+RATIO_BAND = (0.25, 4.0)  # "comparable": E[MS order] / E[MS init] within a factor of 4
+NORM_RATIO_BELOW = 0.1  # "≫ smaller": at least 10× smaller
+
+
+def _measurement(measure, n, effect, low, high, unit, points, p, test, verdict, note):
+    return {"measure": measure, "n": n, "effect": effect, "low": low, "high": high,
+            "std": None, "unit": unit, "points": points, "p": p, "test": test,
+            "verdict": verdict, "note": note}
+
+
+def _interval_verdict(low, high, above, below=None):
+    """supported / contradicted / not distinguishable of an interval against the claim's
+    region: `above` (low end beyond it supports) or, with `below`, a band [above, below]
+    the whole interval must lie in (lying wholly outside it contradicts)."""
+    if below is None:
+        return ("supported" if low > above else "contradicted" if high < above
+                else "not distinguishable")
+    if above <= low and high <= below:
+        return "supported"
+    if high < above or low > below:
+        return "contradicted"
+    return "not distinguishable"
+
+
+def _decided(verdict_of):
+    return lambda low, high: verdict_of(low, high) != "not distinguishable"
+
+
+def failure_rate_claim(bert_row, mosbach_row):
+    """Claim 1: BERT's failure rate − Mosbach's, Newcombe's interval; > 0 supports."""
+    from kerasbert.analysis import stability
+
+    a, b = restarts.failure_summary(bert_row), restarts.failure_summary(mosbach_row)
+    if a is None or b is None:
+        return None
+    at = (lambda level: tuple(stability.failure_rate_difference(
+        a["count"], a["n"], b["count"], b["n"], level)[k] for k in ("low", "high")))
+    d = stability.failure_rate_difference(a["count"], a["n"], b["count"], b["n"])
+    verdict_of = (lambda low, high: _interval_verdict(low, high, 0.0))
+    verdict = verdict_of(d["low"], d["high"])
+    return _measurement(
+        "failure rate bert − mosbach", a["n"] + b["n"], d["difference"], d["low"], d["high"],
+        "failure rate", True, stability.decision_level(at, _decided(verdict_of)),
+        "Newcombe interval", verdict,
+        f"{a['count']}/{a['n']} bert runs and {b['count']}/{b['n']} mosbach runs failed; "
+        "supported when the 95% Newcombe interval of the difference excludes 0 above")
+
+
+def variance_claim(bert_row, row):
+    """Claims 2 and 3: Levene (Brown–Forsythe) of all runs, the recipe against bert."""
+    from kerasbert.analysis import stability
+
+    a = [v for v in bert_row["values"].values() if v is not None]
+    b = [v for v in row["values"].values() if v is not None]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    test = stability.levene(b, a)
+    std_a, std_b = (float(np.std(x, ddof=1)) for x in (a, b))
+    ratio = std_a / std_b if std_b > 0 else math.inf
+    if test["p"] is None or test["p"] >= 0.05:
+        verdict = "not distinguishable"
+    else:
+        verdict = "supported" if std_b < std_a else "contradicted"
+    p = "–" if test["p"] is None else f"{test['p']:.3g}"
+    return _measurement(
+        f"std bert / std {row['label']}", len(a) + len(b), ratio, None, None,
+        f"× (std bert / std {row['label']})", False, test["p"], "Levene (Brown–Forsythe)",
+        verdict, f"std {100 * std_a:.2f} (bert) vs {100 * std_b:.2f} ({row['label']}) "
+        f"points; Levene W {test['W'] if test['W'] is None else round(test['W'], 3)}, "
+        f"p {p}; supported when p < 0.05 with the smaller std for {row['label']}")
+
+
+def mean_claim(bert_row, row):
+    """Claim 4: mean(zhang) − mean(bert) over all runs, Welch's interval; > 0 supports."""
+    from scipy import stats as scipy_stats
+
+    from kerasbert.analysis import stats
+
+    a = [v for v in row["values"].values() if v is not None]
+    b = [v for v in bert_row["values"].values() if v is not None]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    w = stats.welch_interval(a, b)
+    p = float(scipy_stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return _measurement(
+        f"mean {row['label']} − mean bert", len(a) + len(b), w["difference"], w["low"],
+        w["high"], "dev points", True, p if math.isfinite(p) else None, "Welch t",
+        _interval_verdict(w["low"], w["high"], 0.0),
+        "supported when the 95% Welch interval excludes 0 above")
+
+
+def grid_claim(split):
+    """Claim 5: E[MS data order] / E[MS init] of the grid within [1/4, 4] (F interval)."""
+    from kerasbert.analysis import stability
+
+    ratio = split["ratio"]
+    if ratio["value"] is None:
+        return None
+    at = (lambda level: tuple(stability.seed_grid_components(split["values"], level)["ratio"][k]
+                              for k in ("low", "high")))
+    verdict_of = (lambda low, high: _interval_verdict(low, high, *RATIO_BAND))
+    cells = split["shape"][0] * split["shape"][1]
+    return _measurement(
+        "E[MS data order] / E[MS init]", cells, ratio["value"], ratio["low"], ratio["high"],
+        "× (mean-square ratio)", False, stability.decision_level(at, _decided(verdict_of)),
+        "F interval", verdict_of(ratio["low"], ratio["high"]),
+        f"{split['shape'][0]} × {split['shape'][1]} grid; supported when the 95% F interval "
+        f"lies within [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}], contradicted when wholly "
+        "outside it")
+
+
+def grad_norm_claim(grads):
+    """Claim 6: failed / successful last-epoch total gradient norm (geometric means), Welch
+    on logs; the high end below 0.1 supports; needs ≥ 2 failed and ≥ 2 successful runs."""
+    from kerasbert.analysis import stability
+
+    failed, kept = grads["total"]["failed"], grads["total"]["successful"]
+    if len(failed) < 2 or len(kept) < 2:
+        return None
+    r = stability.norm_ratio(failed, kept)
+    at = (lambda level: tuple(stability.norm_ratio(failed, kept, level)[k]
+                              for k in ("low", "high")))
+    verdict_of = (lambda low, high: "supported" if high < NORM_RATIO_BELOW else
+                  "contradicted" if low > NORM_RATIO_BELOW else "not distinguishable")
+    return _measurement(
+        "gradient norm failed / successful", len(failed) + len(kept), r["ratio"], r["low"],
+        r["high"], "× (geometric-mean ratio)", False,
+        stability.decision_level(at, _decided(verdict_of)), "Welch t on logs",
+        verdict_of(r["low"], r["high"]),
+        f"{len(failed)} failed, {len(kept)} successful runs (every recipe's); supported when "
+        f"the 95% interval lies below {NORM_RATIO_BELOW:g} (≥ 10× smaller)")
+
+
+def claim_measurements(collected, grads, split):
+    """{claim id: measurement} of PLAN.md part 2's claims 1–6 that these runs measure, in
+    the shape `findings` reads (effect, interval, its own verdict and p-value)."""
+    rows = {r["label"]: r for r in collected}
+    bert = rows.get(BERT)
+    found = {}
+    if bert is not None and MOSBACH in rows:
+        found["mosbach-failure-rate"] = failure_rate_claim(bert, rows[MOSBACH])
+    if bert is not None:
+        for label, claim_id in VARIANCE_CLAIMS.items():
+            if label in rows:
+                found[claim_id] = variance_claim(bert, rows[label])
+        if ZHANG in rows:
+            found["zhang-mean"] = mean_claim(bert, rows[ZHANG])
+    if split is not None:
+        found["dodge-order-vs-init"] = grid_claim(split)
+    found["mosbach-grad-norms"] = grad_norm_claim(grads)
+    return {k: v for k, v in found.items() if v is not None}
 
 
 # --- The report ----------------------------------------------------------------------------
@@ -370,6 +531,9 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
     extra = {"per_recipe": per_recipe, "grad_norms": grads, "grid": split,
              "plane": record, "stop_early": early}
     atomic_write_json(os.path.join(output_dir, "stability_analysis.json"), extra)
+    atomic_write_json(os.path.join(output_dir, FINDINGS), {
+        "command": restarts.command_line(), "experiment": experiment,
+        "claims": claim_measurements(collected, grads, split)})
     return text
 
 

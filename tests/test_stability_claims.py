@@ -1,0 +1,152 @@
+"""The stability plan's claims (docs/figures/stability/PLAN.md part 2) as the stability
+experiment measures them and the findings report reads them: each interval against a
+hand-computed or independent reference, each verdict against its rule."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from kerasbert.analysis import stability
+from kerasbert.experiments import claim_verdicts, findings
+from kerasbert.experiments import stability as experiment
+
+
+def wilson(count, n, z):
+    p = count / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+@pytest.mark.parametrize("a,na,b,nb", [(7, 20, 1, 20), (0, 20, 3, 20), (20, 20, 12, 20)])
+def test_failure_rate_difference_is_newcombes_hybrid_score_interval(a, na, b, nb):
+    # Newcombe (1998), method 10, from the two Wilson intervals by hand.
+    z = scipy_stats.norm.ppf(0.975)
+    (l1, u1), (l2, u2) = wilson(a, na, z), wilson(b, nb, z)
+    p1, p2 = a / na, b / nb
+    low = p1 - p2 - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    high = p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    got = stability.failure_rate_difference(a, na, b, nb)
+    assert got["difference"] == pytest.approx(p1 - p2)
+    assert got["low"] == pytest.approx(low, abs=1e-9)
+    assert got["high"] == pytest.approx(high, abs=1e-9)
+
+
+def test_failure_rate_difference_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="0 ≤ failed ≤ n"):
+        stability.failure_rate_difference(21, 20, 0, 20)
+
+
+def test_decision_level_of_a_z_interval_is_the_z_tests_p():
+    mean, se = 0.7, 0.3
+    at = (lambda level: (mean - scipy_stats.norm.ppf(0.5 + level / 2) * se,
+                         mean + scipy_stats.norm.ppf(0.5 + level / 2) * se))
+    p = stability.decision_level(at, lambda low, high: low > 0 or high < 0)
+    assert p == pytest.approx(2 * scipy_stats.norm.sf(mean / se), abs=1e-5)
+    # a point estimate on the boundary decides at no level
+    assert stability.decision_level(lambda level: (-1 + level, 1 - level),
+                                    lambda low, high: low > 0) == 1.0
+
+
+def row(label, values, failed=()):
+    values = {str(s): v for s, v in enumerate(values, 1)}
+    return {"label": label, "values": values,
+            "failure_checks": {s: int(s) in failed for s in values}, "dirs": {}}
+
+
+def test_failure_rate_claim_supported_only_when_the_interval_excludes_0():
+    bert = row("bert", [0.5] * 10 + [0.6] * 10, failed=range(1, 11))  # 10 of 20 failed
+    mosbach = row("mosbach", [0.6] * 20)
+    m = experiment.failure_rate_claim(bert, mosbach)
+    assert m["effect"] == pytest.approx(0.5)
+    assert m["verdict"] == "supported" and m["low"] > 0 and m["p"] < 0.05
+    near = experiment.failure_rate_claim(row("bert", [0.6] * 20, failed={1, 2}),
+                                         row("mosbach", [0.6] * 20, failed={1}))
+    assert near["verdict"] == "not distinguishable" and near["p"] >= 0.05
+    assert near["low"] < 0 < near["high"]
+
+
+def test_variance_claim_is_levenes_test_with_the_smaller_std_for_the_recipe():
+    rng = np.random.default_rng(0)
+    wide, narrow = list(0.6 + 0.05 * rng.standard_normal(20)), list(
+        0.6 + 0.005 * rng.standard_normal(20))
+    m = experiment.variance_claim(row("bert", wide), row("mosbach", narrow))
+    expected = scipy_stats.levene(narrow, wide, center="median").pvalue
+    assert m["p"] == pytest.approx(expected) and m["verdict"] == "supported"
+    assert m["effect"] == pytest.approx(np.std(wide, ddof=1) / np.std(narrow, ddof=1))
+    backwards = experiment.variance_claim(row("bert", narrow), row("zhang", wide))
+    assert backwards["verdict"] == "contradicted"
+
+
+def test_mean_claim_is_welchs_interval_and_test():
+    a, b = [0.6, 0.62, 0.61, 0.63], [0.55, 0.58, 0.5, 0.52]
+    m = experiment.mean_claim(row("bert", b), row("zhang", a))
+    welch = scipy_stats.ttest_ind(a, b, equal_var=False)
+    ci = welch.confidence_interval()
+    assert (m["low"], m["high"]) == pytest.approx((ci.low, ci.high))
+    assert m["p"] == pytest.approx(welch.pvalue) and m["verdict"] == "supported"
+
+
+def test_grid_claim_reads_the_band_and_its_p_agrees_with_the_95_interval():
+    rng = np.random.default_rng(1)
+    values = (0.6 + 0.01 * rng.standard_normal((5, 5))).tolist()
+    split = {"values": values, **stability.seed_grid_components(values)}
+    m = experiment.grid_claim(split)
+    r = split["ratio"]
+    assert (m["effect"], m["low"], m["high"]) == (r["value"], r["low"], r["high"])
+    inside = 0.25 <= r["low"] and r["high"] <= 4
+    outside = r["high"] < 0.25 or r["low"] > 4
+    assert m["verdict"] == ("supported" if inside else "contradicted" if outside
+                            else "not distinguishable")
+    assert (m["p"] < 0.05) == (m["verdict"] != "not distinguishable")
+    # an order effect 30× the init effect's lies wholly outside the band
+    strong = [[0.1 * d + 0.001 * ((i * 7 + d) % 3) for i in range(5)] for d in range(5)]
+    split = {"values": strong, **stability.seed_grid_components(strong)}
+    assert experiment.grid_claim(split)["verdict"] == "contradicted"
+
+
+def test_grad_norm_claim_needs_two_failed_runs_and_reads_the_10x_line():
+    grads = {"total": {"failed": [0.01], "successful": [1.0, 1.2]}}
+    assert experiment.grad_norm_claim(grads) is None
+    grads = {"total": {"failed": [0.01, 0.012, 0.009], "successful": [1.0, 1.2, 0.9, 1.1]}}
+    m = experiment.grad_norm_claim(grads)
+    assert m["effect"] == pytest.approx(
+        scipy_stats.gmean([0.01, 0.012, 0.009]) / scipy_stats.gmean([1.0, 1.2, 0.9, 1.1]))
+    assert m["verdict"] == "supported" and m["high"] < 0.1 and m["p"] < 0.05
+
+
+def write_findings(folder, task, claims):
+    folder.mkdir(parents=True)
+    (folder / experiment.FINDINGS).write_text(json.dumps({
+        "command": f"python -m kerasbert.experiments stability --task={task}",
+        "experiment": {"task": task, "seeds": [1, 2]}, "claims": claims}))
+
+
+def test_findings_combines_tasks_as_the_plan_says(tmp_path):
+    bert = row("bert", [0.5] * 10 + [0.6] * 10, failed=range(1, 11))
+    mosbach = row("mosbach", [0.6] * 20)
+    good = experiment.claim_measurements([bert, mosbach], {"total": {"failed": [],
+                                                                     "successful": []}}, None)
+    weak = experiment.claim_measurements(
+        [row("bert", [0.6] * 20, failed={1}), row("mosbach", [0.6] * 20)],
+        {"total": {"failed": [], "successful": []}}, None)
+    write_findings(tmp_path / "rte", "rte", good)
+    write_findings(tmp_path / "mrpc", "mrpc", weak)
+    text, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    results = measured["mosbach-failure-rate"]
+    assert [r["task"] for r in results] == ["mrpc", "rte", "mrpc + rte"]
+    assert results[1]["verdict"] == "supported"
+    assert results[2]["verdict"] == "not distinguishable"  # supported on one task only
+    assert results[2]["p"] == max(results[0]["p"], results[1]["p"])
+    head = {r["claim"]["id"]: r for r in claim_verdicts.head(findings.CLAIMS, measured)}
+    assert head["mosbach-failure-rate"]["result"] is results[2]  # the most runs counts
+    assert head["mosbach-failure-rate"]["p"] == results[2]["p"]
+    assert "mrpc + rte" in text
+    # both tasks supported: the combined verdict is too
+    write_findings(tmp_path / "again", "mrpc", good)
+    _, measured = findings.report(findings.find_sources([str(tmp_path / "rte"),
+                                                         str(tmp_path / "again")]))
+    assert measured["mosbach-failure-rate"][-1]["verdict"] == "supported"
