@@ -120,6 +120,15 @@ def group_by_length_windows(ds, batch_size, window_batches, seed):
             .unbatch())
 
 
+def length_order(inputs):
+    """The rows of `inputs` ordered by length (padding_mask's ones; a multiple-choice row:
+    its longest choice), shortest first, ties in their order."""
+    lengths = np.asarray(inputs["padding_mask"]).sum(-1)
+    if lengths.ndim > 1:
+        lengths = lengths.max(axis=tuple(range(1, lengths.ndim)))
+    return np.argsort(lengths, kind="stable")
+
+
 def batch_rows(ds, batch_size, labels_per_token=False, group_by_length=0, shuffle_seed=None):
     """A dataset of (inputs, label) rows -> batches trimmed to their longest sequence
     (shared by the in-memory and the streamed training split, data/streaming.py); shuffled
