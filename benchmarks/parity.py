@@ -66,9 +66,10 @@ COSTS = (("train_seconds", "training s"), ("eval_seconds", "evaluation s"),
 RECIPE = ("task", "data_dir", "init_checkpoint", "max_train_examples", "max_eval_examples",
           "max_seq_length", "learning_rate", "train_batch_size", "num_train_epochs",
           "warmup_proportion", "weight_decay", "eval_batch_size", "doc_stride",
-          "max_query_length", "tagging_loss", "vary_seed", "held_seed")
+          "max_query_length", "tagging_loss", "vary_seed", "held_seed", "mixed_precision")
 # Recipe keys added after comparisons were recorded: a folder without one used this value.
-RECIPE_DEFAULTS = {"tagging_loss": "sentence_mean", "vary_seed": "all", "held_seed": None}
+RECIPE_DEFAULTS = {"tagging_loss": "sentence_mean", "vary_seed": "all", "held_seed": None,
+                   "mixed_precision": "none"}
 # What a run's seed drives (--vary_seed); the other two stay at --held_seed. Dodge et al.
 # 2020 split the spread over seeds into these parts.
 SEED_PARTS = ("data_order", "head_init", "dropout")
@@ -306,7 +307,8 @@ def _last_lines(path, count=5):
 def kerasbert_flags(args, seed, run_dir):
     """kerasbert.main's flags for the recipe, one seed, into run_dir."""
     flags = {name: getattr(args, name) for name in RECIPE
-             if getattr(args, name) is not None and name not in ("vary_seed", "held_seed")}
+             if getattr(args, name) is not None and name not in ("vary_seed", "held_seed")
+             and (name, getattr(args, name)) != ("mixed_precision", "none")}
     seeds = [f"--seed={seed}"] if args.vary_seed == "all" else [
         f"--seed={args.held_seed}", f"--{args.vary_seed}_seed={seed}"]
     return [*(f"--{k}={v}" for k, v in flags.items()), *seeds,
@@ -416,6 +418,10 @@ def parse_args(argv=None):
     p.add_argument("--held_seed", type=int, default=None,
                    help="with --vary_seed other than all: the seed of the parts held fixed")
     add_torch_python_flag(p, "the HuggingFace side; without it that side is skipped")
+    p.add_argument("--mixed_precision", default="none",
+                   choices=("none", "mixed_float16", "mixed_bfloat16"),
+                   help="kerasbert's --mixed_precision (the reference stays in float32): "
+                   "what a 16-bit policy costs in quality against it")
     p.add_argument("--keep_run_files", action="store_true",
                    help="keep kerasbert's weights, checkpoints and TensorBoard files")
     return p.parse_args(argv)

@@ -258,3 +258,11 @@ def test_kerasbert_side_varies_only_the_data_order(tmp_path, tiny_checkpoint, ca
     assert "--seed=1 --data_order_seed=3" in run["command"]
     assert "--vary_seed" not in run["command"]
     assert "each drives the data order only; the rest at seed 1" in capsys.readouterr().out
+
+
+def test_only_the_kerasbert_side_takes_a_16_bit_policy():
+    plain = parity.parse_args(["--task=sst2", "--output_dir=out"])
+    assert not any("mixed_precision" in f for f in parity.kerasbert_flags(plain, 1, "run"))
+    bf16 = parity.parse_args(["--task=sst2", "--output_dir=out",
+                              "--mixed_precision=mixed_bfloat16"])
+    assert "--mixed_precision=mixed_bfloat16" in parity.kerasbert_flags(bf16, 1, "run")
