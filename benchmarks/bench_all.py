@@ -96,8 +96,11 @@ BEGIN, END = "<!-- bench_all:begin -->", "<!-- bench_all:end -->"
 COMMAND = ("python -m benchmarks.bench_all --data_root=../shared/data "
            "--torch_python=$KERASBERT_TORCH_PYTHON --work_dir=/tmp/bench_all "
            "--json=docs/experiments/bench_all.json")
+# The README's table: every measurement kept, each row from the newest one that has it (a
+# later run of some rows, e.g. after a change to evaluation, replaces only those rows).
+README_SOURCES = ("docs/experiments/bench_all.json", "docs/experiments/bench_all-2.json")
 RENDER_COMMAND = ("python -m benchmarks.bench_all --render=README.md "
-                  "--from=docs/experiments/bench_all.json")
+                  "--from=" + ",".join(README_SOURCES))
 
 
 class BenchError(Exception):
@@ -356,38 +359,61 @@ def _number(x):
 
 
 def render(data):
-    """The Markdown block (between the markers) for bench_all's JSON, or, for None, the
-    block that says how to make it."""
+    """The Markdown block (between the markers) for bench_all's JSON, or a list of them
+    (oldest first: each row from the newest that has it, see render_many), or, for None,
+    the block that says how to make it."""
+    if isinstance(data, list):
+        return render_many(data)
     if data is None:
         return (f"Not yet measured: `{COMMAND}` on a quiet machine, then `{RENDER_COMMAND}` "
                 "writes the table here (kerasbert vs HuggingFace + PyTorch: fine-tuning "
                 "memory, serving, training step, first step, reading memory, evaluation "
                 "seconds).\n")
+    return _header(data) + "\n\n" + _table([(row, data["rows"][row], "") for row in ROWS
+                                           if row in data["rows"]])
+
+
+def render_many(datas):
+    """One table from several measurements (oldest first): each row from the newest that
+    measured it, marked [k]; above it one line per measurement, its host and command."""
+    if len(datas) == 1:
+        return render(datas[0])
+    newest = {row: k for k, data in enumerate(datas, 1) for row in data["rows"]}
+    header = "\n\n".join(
+        f"[{k}] {', '.join(ROW_TITLES[r] for r in ROWS if newest.get(r) == k)}: "
+        + _header(data) for k, data in enumerate(datas, 1) if k in newest.values())
+    return header + "\n\n" + _table([(row, datas[newest[row] - 1]["rows"][row],
+                                       f" [{newest[row]}]") for row in ROWS if row in newest])
+
+
+def _header(data):
     host = data["host"]
     known = [f for f in ISA_FLAGS if f in host["isa"]]  # the JSON keeps its keys sorted
     order = known + sorted(f for f in host["isa"] if f not in known)
     isa = ", ".join(f for f in order if host["isa"][f]) or "none of " + ", ".join(order)
     v = host["versions"]
-    lines = [f"{host['date'][:10]}, {host['cpu']} ({host['cores']} cores; {isa}); "
-             f"TensorFlow {v['tensorflow']}, Keras {v['keras']}, torch {v['torch']}, "
-             f"transformers {v['transformers']}; {data['settings']['rounds']} round(s), sides "
-             "alternating; medians over rounds. Ratio: kerasbert / HF per round, median "
-             "(min–max). Made by `" + data["settings"]["command"] + "`.", "",
-             "| row | measured | kerasbert | HF | ratio per round | ratio | target | |",
+    return (f"{host['date'][:10]}, {host['cpu']} ({host['cores']} cores; {isa}); "
+            f"TensorFlow {v['tensorflow']}, Keras {v['keras']}, torch {v['torch']}, "
+            f"transformers {v['transformers']}; {data['settings']['rounds']} round(s), sides "
+            "alternating; medians over rounds. Ratio: kerasbert / HF per round, median "
+            "(min–max). Made by `" + data["settings"]["command"] + "`.")
+
+
+def _table(entries):
+    """The table of (row, its entry, a mark after its title) in that order."""
+    lines = ["| row | measured | kerasbert | HF | ratio per round | ratio | target | |",
              "|---|---|---:|---:|---|---|---|---|"]
-    for row in ROWS:
-        if row not in data["rows"]:
-            continue
-        entry = data["rows"][row]
+    for row, entry, mark in entries:
         if "error" in entry:
-            lines.append(f"| {ROW_TITLES[row]} | failed: {entry['error'][:120]} | | | | | | |")
+            lines.append(f"| {ROW_TITLES[row]}{mark} | failed: {entry['error'][:120]} | | | | | "
+                         "| |")
             continue
         for it in entry["items"]:
             ratio = "–" if it["ratio_median"] is None else (
                 f"{it['ratio_median']:.2f} ({it['ratio_min']:.2f}–{it['ratio_max']:.2f})")
             per_round = ", ".join("–" if r is None else f"{r:.2f}" for r in it["ratios"])
             hf = "–" if it["huggingface"] is None else _number(it["huggingface_median"])
-            lines.append(f"| {ROW_TITLES[row]} | {it['name']} ({it['unit']}) | "
+            lines.append(f"| {ROW_TITLES[row]}{mark} | {it['name']} ({it['unit']}) | "
                          f"{_number(it['kerasbert_median'])} | "
                          f"{hf} | {per_round or '–'} | "
                          f"{ratio} | {target_text(it['target'])} | {it['verdict']} |")
@@ -437,7 +463,8 @@ def parse_args(argv=None):
     p.add_argument("--render", default=None, metavar="FILE",
                    help="rewrite FILE's bench_all block from --from (or 'not yet measured')")
     p.add_argument("--from", dest="source", default=None, metavar="JSON",
-                   help="with --render: bench_all's JSON")
+                   help="with --render: bench_all's JSON, or several, comma-separated and "
+                   "oldest first (each row from the newest that has it)")
     return p.parse_args(argv)
 
 
@@ -540,7 +567,11 @@ def collect(args, log_dir):
 
 
 def render_file(path, source):
-    data = read_json(source) if source else None
+    """Rewrites the block in `path` from `source`: a JSON file or comma-separated files
+    (oldest first)."""
+    files = [f for f in (source or "").split(",") if f]
+    data = [read_json(f) for f in files] if len(files) > 1 else (
+        read_json(files[0]) if files else None)
     with open(path, encoding="utf-8") as f:
         text = f.read()
     from kerasbert.io_utils import atomic_write_text
@@ -557,8 +588,9 @@ def main(argv=None):
 
     args = parse_args(argv)
     if args.render:
-        if args.source and not os.path.isfile(args.source):
-            p_error(f"--from={args.source}: no such file")
+        for source in (args.source or "").split(","):
+            if source and not os.path.isfile(source):
+                p_error(f"--from={source}: no such file")
         try:
             render_file(args.render, args.source)
         except (OSError, ValueError) as e:

@@ -12,7 +12,7 @@ from benchmarks import bench_all
 from benchmarks.processes import TORCH_PYTHON_VARIABLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMMITTED = os.path.join(ROOT, "docs", "experiments", "bench_all.json")
+COMMITTED = [os.path.join(ROOT, *f.split("/")) for f in bench_all.README_SOURCES]
 
 
 def _env():
@@ -87,10 +87,10 @@ def test_the_table_shows_medians_ratios_targets_and_what_was_not_measured():
 def test_the_readme_block_is_the_rendering_of_the_committed_json():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
-    data = None
-    if os.path.isfile(COMMITTED):
-        with open(COMMITTED, encoding="utf-8") as f:
-            data = json.load(f)
+    data = []
+    for path in COMMITTED:
+        with open(path, encoding="utf-8") as f:
+            data.append(json.load(f))
     assert bench_all.block_of(readme) == bench_all.render(data), (
         f"README.md's bench_all block is stale: run `{bench_all.RENDER_COMMAND}`"
         if data else "README.md's bench_all block: run python -m benchmarks.bench_all "
@@ -177,3 +177,19 @@ def test_quick_runs_every_row_without_pytorch(tmp_path, tiny_checkpoint):
     assert 200 < memory < 8000  # a TensorFlow process's peak, in MB
     assert (work / "bench_all.md").read_text() == bench_all.render(data)
     assert "| not measured |" in result.stdout
+
+
+def test_several_measurements_render_each_row_from_the_newest():
+    older = _data({"reader_memory": {"items": [bench_all.summarize(bench_all.item(
+        "1 MB file", "×", [3.0], None, ("value", "<=", 5.0)))]},
+        "eval_seconds": {"items": [bench_all.summarize(bench_all.item(
+            "sst2", "s", [5.0], [3.0], ("ratio", "<=", 1.0)))]}})
+    newer = _data({"eval_seconds": {"items": [bench_all.summarize(bench_all.item(
+        "sst2", "s", [2.0], [3.0], ("ratio", "<=", 1.0)))]}})
+    text = bench_all.render([older, newer])
+    assert "| Evaluation seconds [2] | sst2 (s) | 2.00 | 3.00 |" in text
+    assert "| Evaluation seconds [1]" not in text
+    assert "| Reading a training file in memory [1] | 1 MB file" in text
+    assert text.startswith("[1] Reading a training file in memory: ")
+    assert "\n\n[2] Evaluation seconds: " in text
+    assert bench_all.render([newer]) == bench_all.render(newer)
