@@ -442,6 +442,11 @@ def _execute(config, registry, task, head_spec):
         log("kerasbert: " + distribute.describe_batch(
             strategy, config.train_batch_size, config.gradient_accumulation_steps)
             + f"; precision {config.mixed_precision}, XLA {'on' if config.jit_compile else 'off'}")
+        hint = precision.bf16_hint(config.mixed_precision,
+                                   bool(tf.config.list_logical_devices("GPU")
+                                        or tf.config.list_logical_devices("TPU")))
+        if hint:
+            log(hint)
         runner = PhaseRunner(model, strategy, task, config, train, dev_metrics, log,
                              kind=registry.kind_of(task))
         per_phase, metrics = runner.run()
