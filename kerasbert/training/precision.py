@@ -38,7 +38,7 @@ def bf16_hint(mixed_precision, on_accelerator, cpuinfo=None):
     if flags is None or "amx_bf16" not in flags.group(1).split():
         return None
     return ("kerasbert: this CPU has AMX-BF16: --mixed_precision=mixed_bfloat16 made MiniLM's "
-            "training step 1.4-1.5x faster on such a host, dev quality within the seed spread "
+            "training step 1.4-1.5x faster on such a host, SST-2 accuracy within the seed spread "
             "(docs/experiments/speed-and-memory.md)")
 
 
