@@ -569,9 +569,7 @@ def collect(args, log_dir):
 def render_file(path, source):
     """Rewrites the block in `path` from `source`: a JSON file or comma-separated files
     (oldest first)."""
-    files = [f for f in (source or "").split(",") if f]
-    data = [read_json(f) for f in files] if len(files) > 1 else (
-        read_json(files[0]) if files else None)
+    data = [read_json(f) for f in (source or "").split(",") if f] or None
     with open(path, encoding="utf-8") as f:
         text = f.read()
     from kerasbert.io_utils import atomic_write_text

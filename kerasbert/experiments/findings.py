@@ -446,7 +446,7 @@ def measure(claim, sources):
     """Every measurement of a claim: one per task and pair of tables where both rows were
     found, a pair that repeats another's runs reported once."""
     if claim["a"]["tool"] in CLAIM_FILES:
-        results = measure_landscape(claim, sources)
+        results = measure_claim_files(claim, sources)
         return combine_tasks(results) if claim["a"]["tool"] == "stability" else results
     results, seen = [], []  # seen: (task, {seed: (value A, value B)}, its measurement)
     across_files = not _one_table(claim)
@@ -510,9 +510,10 @@ def _settings(experiment):
     return ", ".join(shown)
 
 
-def measure_landscape(claim, sources):
-    """One result per measurement the landscape findings made of the claim (a claim
-    may hold one measurement or a list; `points: false` ones are printed in their unit)."""
+def measure_claim_files(claim, sources):
+    """One result per measurement a claims file (landscape_findings.json,
+    stability_findings.json) made of the claim (a claim may hold one measurement or a list;
+    `points: false` ones are printed in their unit)."""
     results = []
     for tool, file, data in sources:
         got = ((data.get("claims") or {}).get(claim["id"]) if tool == claim["a"]["tool"]

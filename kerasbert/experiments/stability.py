@@ -132,15 +132,20 @@ def last_grad_norms(run_dir):
     return {}
 
 
+def finished_values(row):
+    """A collected row's dev values of the runs that finished, in seed order."""
+    return [v for v in row["values"].values() if v is not None]
+
+
 def recipe_stability(row, bert_row, greater):
     """One recipe's failures, successful runs, Levene against bert and EVP points."""
     from kerasbert.analysis import evp, stability
 
-    values = [v for v in row["values"].values() if v is not None]
+    values = finished_values(row)
     failures = restarts.failure_summary(row)
     out = {"label": row["label"], "n": len(values), "failures": failures}
     if bert_row is not None and bert_row is not row:
-        other = [v for v in bert_row["values"].values() if v is not None]
+        other = finished_values(bert_row)
         if len(values) >= 2 and len(other) >= 2:
             out["levene_vs_bert"] = stability.levene(values, other)
     if values:
@@ -269,8 +274,8 @@ def variance_claim(bert_row, row):
     """Claims 2 and 3: Levene (Brown–Forsythe) of all runs, the recipe against bert."""
     from kerasbert.analysis import stability
 
-    a = [v for v in bert_row["values"].values() if v is not None]
-    b = [v for v in row["values"].values() if v is not None]
+    a = finished_values(bert_row)
+    b = finished_values(row)
     if len(a) < 2 or len(b) < 2:
         return None
     test = stability.levene(b, a)
@@ -295,8 +300,8 @@ def mean_claim(bert_row, row):
 
     from kerasbert.analysis import stats
 
-    a = [v for v in row["values"].values() if v is not None]
-    b = [v for v in bert_row["values"].values() if v is not None]
+    a = finished_values(row)
+    b = finished_values(bert_row)
     if len(a) < 2 or len(b) < 2:
         return None
     w = stats.welch_interval(a, b)
@@ -507,7 +512,7 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
     per_recipe = [recipe_stability(r, bert_row, greater) for r in collected]
     grads = grad_signature(collected)
     split = grid_split(grid, metric) if grid else None
-    bert_values = [v for v in (bert_row or {"values": {}})["values"].values() if v is not None]
+    bert_values = finished_values(bert_row) if bert_row else []
     early = stop_early_text(os.path.join(output_dir, STOP_EARLY), bert_values, greater, scale)
     record = None
     if plane and bert_row is not None:
