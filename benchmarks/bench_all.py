@@ -45,7 +45,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,7 @@ import time
 from benchmarks.processes import (
     TORCH_PYTHON_VARIABLE, add_torch_python_flag, child_env, missing_interpreter,
     module_command)
+from kerasbert import host
 
 ROWS = ("fine_tune_memory", "serving", "training_step", "first_step", "reader_memory",
         "eval_seconds")
@@ -112,19 +112,12 @@ class BenchError(Exception):
 def cpu_record(cpuinfo_text):
     """{"model", "isa"} from /proc/cpuinfo's text: the first model name and which of
     ISA_FLAGS its first processor lists."""
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo_text, re.M)
-    flags = re.search(r"^flags\s*:\s*(.+)$", cpuinfo_text, re.M)
-    present = set(flags.group(1).split()) if flags else set()
-    return {"model": model.group(1).strip() if model else platform.processor() or "unknown",
-            "isa": {f: f in present for f in ISA_FLAGS}}
+    found = host.cpu(cpuinfo_text)
+    return {"model": found["model"], "isa": {f: f in found["flags"] for f in ISA_FLAGS}}
 
 
 def host_record(torch_python):
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = cpu_record(f.read())
-    except OSError:
-        cpu = cpu_record("")
+    cpu = cpu_record(host.read_cpuinfo())
     import keras
     import tensorflow as tf
 

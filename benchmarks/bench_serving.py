@@ -237,18 +237,13 @@ def baseline_export(work_dir, spec):
 
 def host():
     """What the numbers were taken on: CPU model and vector ISA flags, cores, load."""
-    cpu = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                cpu.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    flags = cpu.get("flags", "").split()
     import platform
 
-    return {"cpu_model": cpu.get("model name") or platform.processor() or "unknown CPU",
+    from kerasbert import host as host_cpu
+
+    cpu = host_cpu.cpu()
+    flags = sorted(cpu["flags"])
+    return {"cpu_model": cpu["model"],
             "isa_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "sse4")))
             or flags,
             "cpus_visible": os.cpu_count(),

@@ -7,10 +7,10 @@ backprop and the gradients divided by it before clipping; a step whose gradients
 overflowed is skipped and the scale halved (bfloat16 has float32's range: no scaling).
 """
 
-import re
-
 import keras
 import tensorflow as tf
+
+from kerasbert import host
 
 POLICIES = {"none": "float32", "mixed_float16": "mixed_float16",
             "mixed_bfloat16": "mixed_bfloat16"}
@@ -25,17 +25,11 @@ def set_policy(mixed_precision):
 def bf16_hint(mixed_precision, on_accelerator, cpuinfo=None):
     """One line suggesting --mixed_precision=mixed_bfloat16 when a float32 run trains on a
     CPU with AMX-BF16 (Intel Sapphire Rapids and later), where TensorFlow's bfloat16
-    matmuls run on the AMX tiles; None otherwise. `cpuinfo`: /proc/cpuinfo's text."""
+    matmuls run on the AMX tiles; None otherwise. `cpuinfo`: /proc/cpuinfo's text (read
+    when None)."""
     if mixed_precision != "none" or on_accelerator:
         return None
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8") as f:
-                cpuinfo = f.read()
-        except OSError:  # not Linux: no flags to read
-            return None
-    flags = re.search(r"^flags\s*:\s*(.+)$", cpuinfo, re.M)
-    if flags is None or "amx_bf16" not in flags.group(1).split():
+    if "amx_bf16" not in host.cpu(cpuinfo)["flags"]:
         return None
     return ("kerasbert: this CPU has AMX-BF16: --mixed_precision=mixed_bfloat16 made MiniLM's "
             "training step 1.4-1.5x faster on such a host, SST-2 accuracy within the seed spread "
