@@ -13,7 +13,8 @@ theirs; this module only schedules, collects and compares):
   eval_seconds      evaluation seconds of the same runs (parity), kerasbert ≤ HF
   serving           serving the SST-2, SQuAD and CoNLL runs (benchmarks.bench_serving):
                     peak RSS and start → first answer ≤ HF, batch-1 p50 and p99 ≤ HF,
-                    batch-32 texts/s ≥ HF
+                    batch-32 texts/s ≥ HF; the SavedModel (lean TensorFlow process) and,
+                    for SST-2, the LiteRT export (no TensorFlow) each get these rows
   training_step     one full fine-tuning step at each of --lengths, batch 32
                     (benchmarks.bench_training, kerasbert's graph-mode step): throughput
                     ≥ 1.15 × PyTorch's
@@ -203,7 +204,8 @@ def run_parity(args, task, log_dir, with_hf=True):
 
 def run_serving(args, runs, round_index, log_dir):
     work = os.path.join(args.work_dir, f"serving-round-{round_index}")
-    flags = [f"--run_dirs={','.join(runs)}", f"--work_dir={work}", "--rounds=1"]
+    flags = [f"--run_dirs={','.join(runs)}", f"--work_dir={work}", "--rounds=1",
+             "--tf_servers=lean,litert"]
     if args.quick:
         flags += ["--requests=10", "--warmup=1", "--batch_size=8", "--batches=2",
                   "--max_texts=64"]
@@ -267,14 +269,23 @@ SERVING_QUANTITIES = (  # (name, key in bench_serving's results, unit, op)
 )
 
 
+# bench_serving's kerasbert servers in the table: the SavedModel (TF Serving's export, served
+# by a lean TensorFlow process) and the LiteRT export (no TensorFlow; classification only).
+SERVING_SIDES = (("kerasbert", ""), ("kerasbert litert", " (LiteRT)"))
+
+
 def serving_items(rounds):
-    """Items from each round's bench_serving results ({task: {side: merged}})."""
+    """Items from each round's bench_serving results ({task: {side: merged}}), one set per
+    kerasbert server the task was served by."""
     items = []
     for task in rounds[0]:
-        for name, key, unit, op in SERVING_QUANTITIES:
-            hf = [r[task].get("huggingface", {}).get(key) for r in rounds]
-            items.append(item(f"{task}: {name}", unit, [r[task]["kerasbert"][key] for r in rounds],
-                              hf, ("ratio", op, 1.0)))
+        for side, label in SERVING_SIDES:
+            if side not in rounds[0][task]:
+                continue
+            for name, key, unit, op in SERVING_QUANTITIES:
+                hf = [r[task].get("huggingface", {}).get(key) for r in rounds]
+                items.append(item(f"{task}{label}: {name}", unit,
+                                  [r[task][side][key] for r in rounds], hf, ("ratio", op, 1.0)))
     return items
 
 

@@ -107,10 +107,31 @@ def call(batch):
     return {k: v.numpy() for k, v in out.items()}
 """ + MEASURE
 
-# --tf_servers: how the kerasbert side's process loads TensorFlow and runs the export.
+# The LiteRT export (kerasbert/export/litert.py) in a process without TensorFlow.
+LITE_SERVER = r"""
+import json, sys, time
+spawned = float(sys.argv[2])
+spec = json.load(open(sys.argv[1]))
+from importlib.metadata import version
+from kerasbert.lite import LiteModel
+import ai_edge_litert.interpreter  # noqa: F401  (imported here so that 'imported' counts it)
+imported = time.time() - spawned
+model = LiteModel(spec["lite_export"], num_threads=spec["intra_op_threads"] or None)
+loaded = time.time() - spawned
+framework = (f"kerasbert LiteRT{' int8' if model.serving.get('quantize') == 'dynamic_int8' else ''}"
+             f" (ai-edge-litert {version('ai-edge-litert')})")
+def call(batch):
+    return model.predict([x["text_a"] for x in batch],
+                         [x["text_b"] for x in batch] if "text_b" in batch[0] else None)
+""" + MEASURE
+
+# --tf_servers: how the kerasbert side's process loads TensorFlow and runs the export
+# (litert: the LiteRT export instead, without TensorFlow; classification runs only).
 TF_SERVERS = {"lean": {"mode": "lean", "lean": True, "grappler": True},
               "lean_no_grappler": {"mode": "lean, no Grappler", "lean": True, "grappler": False},
-              "plain": {"mode": "import tensorflow_text", "lean": False, "grappler": True}}
+              "plain": {"mode": "import tensorflow_text", "lean": False, "grappler": True},
+              "litert": {"mode": "litert"}, "litert_int8": {"mode": "litert_int8"}}
+LITE_MODES = {"litert": "none", "litert_int8": "dynamic_int8"}  # mode -> export's quantize
 
 HF_SERVER = r"""
 import json, sys, time
@@ -177,8 +198,9 @@ def serving_inputs(task, examples):
                      "classification, span and tagging runs are")
 
 
-def prepare(run_dir, work_dir, with_hf, max_texts, taken):
-    """Exports the run (and its HF folder), reads its dev texts: the spec of one task."""
+def prepare(run_dir, work_dir, with_hf, max_texts, taken, lite=()):
+    """Exports the run (and its HF folder; for each of `lite`'s LITE_MODES, its LiteRT
+    export where the task's kind has one), reads its dev texts: the spec of one task."""
     from kerasbert import plugins, run_folder
     from kerasbert.export import checkpoint, saved_model
 
@@ -191,6 +213,15 @@ def prepare(run_dir, work_dir, with_hf, max_texts, taken):
     folder_name = name.replace(" (", "-").rstrip(")")
     folder = os.path.join(work_dir, folder_name)
     export = saved_model.export_run(run_dir, os.path.join(folder, "saved_model"))
+    lite_exports = {}
+    if lite:
+        from kerasbert.export import litert
+        from kerasbert.lite.model import KINDS
+
+        if task.kind in KINDS:
+            lite_exports = {mode: litert.export_run(run_dir, os.path.join(folder, mode),
+                                                    quantize=LITE_MODES[mode])
+                            for mode in lite}
     hf_folder = None
     if with_hf:
         hf_folder = os.path.join(folder, "huggingface")
@@ -203,7 +234,8 @@ def prepare(run_dir, work_dir, with_hf, max_texts, taken):
             "max_seq_length": config["max_seq_length"],
             "doc_stride": config.get("doc_stride") or 128,
             "max_answer_length": config.get("max_answer_length") or 30,
-            "hf_folder": hf_folder, "inputs": serving_inputs(task, examples)}
+            "hf_folder": hf_folder, "lite_exports": lite_exports,
+            "inputs": serving_inputs(task, examples)}
 
 
 def serve(interpreter, program, spec):
@@ -297,7 +329,9 @@ def main():
                         help="how the kerasbert side loads, comma-separated, one row each: "
                         "lean (only TensorFlow and the three tokenizer op libraries, Keras "
                         "kept out), lean_no_grappler (the same, Grappler off), plain (import "
-                        "tensorflow_text, as the docs' Python snippet)")
+                        "tensorflow_text, as the docs' Python snippet), litert (the LiteRT "
+                        "export in a process without TensorFlow; classification runs only), "
+                        "litert_int8 (the same with int8 weights)")
     parser.add_argument("--intra_op_threads", type=int, default=None,
                         help="tf.config.threading intra-op threads of the kerasbert side "
                         "(default: TensorFlow's, one per core)")
@@ -333,8 +367,8 @@ def main():
     if args.baseline_work_dir and not os.path.isdir(args.baseline_work_dir):
         sys.exit(f"bench_serving: --baseline_work_dir={args.baseline_work_dir}: no such folder")
     taken = set()
-    specs = [prepare(run, args.work_dir, bool(args.torch_python), args.max_texts, taken)
-             for run in runs]
+    specs = [prepare(run, args.work_dir, bool(args.torch_python), args.max_texts, taken,
+                     lite=[m for m in tf_servers if m in LITE_MODES]) for run in runs]
     for spec in specs:
         if len(spec["inputs"]) < args.batch_size:
             sys.exit(f"bench_serving: {spec['name']}: {len(spec['inputs'])} dev texts, fewer "
@@ -349,13 +383,17 @@ def main():
     for i in range(args.rounds):
         for spec in specs:
             sides = rounds.setdefault(spec["name"], {})
+            saved_model_modes = [m for m in tf_servers if m not in LITE_MODES]
             jobs = [(side_name("kerasbert", mode), sys.executable, TF_SERVER,
-                     {**spec, **TF_SERVERS[mode]}) for mode in tf_servers]
+                     {**spec, **TF_SERVERS[mode]}) for mode in saved_model_modes]
+            jobs += [(side_name("kerasbert", mode), sys.executable, LITE_SERVER,
+                      {**spec, "lite_export": path})
+                     for mode, path in spec["lite_exports"].items()]
             if args.baseline_work_dir:
                 jobs += [(side_name("baseline", mode), sys.executable, TF_SERVER,
                           {**spec, **TF_SERVERS[mode],
                            "export": baseline_export(args.baseline_work_dir, spec)})
-                         for mode in tf_servers]
+                         for mode in saved_model_modes]
             if args.torch_python:
                 jobs.append(("huggingface", args.torch_python, HF_SERVER, spec))
             # Each round in the other order: neither side always runs after the other.

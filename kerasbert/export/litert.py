@@ -1,0 +1,201 @@
+"""LiteRT (TFLite) export of a finished run: serve it from raw text without TensorFlow.
+
+    python -m kerasbert.export.litert --run_dir=runs/sst2 --export_dir=exports/sst2-lite
+    → exports/sst2-lite/<version>/ model.tflite   the encoder and head (token ids in)
+                                   vocab.txt      the run's WordPiece vocabulary
+                                   serving.json   task, kind, labels, max_seq_length, casing,
+                                                  and which run and weights it came from
+
+    from kerasbert.lite import LiteModel          # imports no TensorFlow
+    LiteModel("exports/sst2-lite/1").predict(["a gripping film"])
+
+Why a second export beside the SavedModel (kerasbert/export/saved_model.py, for TF
+Serving): a Python process serving the SavedModel must import TensorFlow, ~750 MB resident
+before the model loads and seconds to start; the LiteRT interpreter (`pip install
+ai-edge-litert`) and kerasbert/lite/ are what a LiteRT server holds (measured in
+docs/experiments/speed-and-memory.md). The tokenizer is the one thing outside the
+flatbuffer: TFLite has no tokenizer ops, so kerasbert/lite/wordpiece.py does it in Python,
+id for id as the SavedModel's graph does.
+
+Sentence and sentence-pair classification and regression for now; span (SQuAD) and tagging
+(CoNLL) answers need their windows and decoders around the model, which the SavedModel
+carries in its graph and kerasbert/lite/ does not yet. The export checks itself: the
+interpreter's outputs on a few texts must equal the TensorFlow model's (to 1e-4), or
+nothing is written.
+"""
+
+import json
+import os
+import secrets
+import sys
+import tempfile
+
+import numpy as np
+
+from kerasbert import storage
+from kerasbert.errors import InputError, at
+from kerasbert.export import saved_model
+from kerasbert.lite import model as lite
+
+CHECK_TEXTS = ("a gripping, beautifully acted film", "Dull.", "It's not bad at all!",
+               "naïve café au lait — 100% worth it")
+
+
+def logits_function(run):
+    """The task model as a tf.function of token ids: {"outputs": float32 [batch, K]}."""
+    import tensorflow as tf
+
+    model = run.model
+
+    @tf.function(input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name)
+                                   for name in lite.INPUTS}], autograph=False)
+    def outputs(inputs):
+        return {"outputs": tf.cast(model(inputs, training=False), tf.float32)}
+
+    return outputs
+
+
+QUANTIZATIONS = ("none", "dynamic_int8")
+
+
+def convert(run, quantize="none"):
+    """The run's encoder and head as TFLite flatbuffer bytes (TFLite's own ops): float32,
+    or with `quantize="dynamic_int8"` the weight matrices in int8 (activations quantized on
+    the fly per batch; smaller and faster matmuls, answers no longer equal float32's).
+
+    Through a SavedModel of the one function: the converter then freezes the variables the
+    function reads (converting the concrete function with Keras 3's variables leaves them
+    out of the flatbuffer)."""
+    import tensorflow as tf
+
+    function = logits_function(run)
+    concrete = function.get_concrete_function()
+    root = tf.Module()
+    root.outputs = function
+    root.weights = list({id(v): v for v in concrete.variables}.values())
+    with tempfile.TemporaryDirectory(prefix="kerasbert-litert-") as folder:
+        tf.saved_model.save(root, folder, signatures={"serving_default": concrete})
+        converter = tf.lite.TFLiteConverter.from_saved_model(folder)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantize == "dynamic_int8":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]  # no dataset: dynamic range
+        return converter.convert(), function
+
+
+def serving_record(run, quantize="none"):
+    return {"task": run.task.name, "kind": run.kind.name, "quantize": quantize,
+            "labels": list(run.task.label_list) if run.task.label_list else None,
+            "sentence_pair": run.sentence_pair,
+            "max_seq_length": run.config.max_seq_length,
+            "do_lower_case": run.tokenizer.do_lower_case,
+            **saved_model.export_identity(run.run_dir)}
+
+
+def check_against_tensorflow(folder, run, function, quantize="none"):
+    """The interpreter's outputs on CHECK_TEXTS equal the TF model's (to 1e-4; not checked
+    for int8 weights, whose cost docs/experiments/speed-and-memory.md measures), with the
+    pure-Python tokenizer's ids equal to the TF tokenizer's: an InputError otherwise."""
+    served = lite.LiteModel(folder)
+    texts_b = list(reversed(CHECK_TEXTS)) if served.sentence_pair else None
+    inputs = served.encode(list(CHECK_TEXTS), texts_b)
+    from kerasbert.kinds.classification import encode_sentences
+    tf_inputs = encode_sentences(run.tokenizer, {"text_a": list(CHECK_TEXTS), **(
+        {"text_b": texts_b} if texts_b else {})}, run.config.max_seq_length)
+    width = inputs["token_ids"].shape[1]
+    for name in lite.INPUTS:
+        if not np.array_equal(np.asarray(tf_inputs[name])[:, :width], inputs[name]):
+            raise InputError(f"--run_dir={run.run_dir}: the Python tokenizer's {name} differ "
+                             "from the run's own; please report this with the run's vocab")
+    if quantize != "none":
+        return
+    want = function(tf_inputs)["outputs"].numpy()
+    got = served._run(**inputs)["outputs"]
+    if not np.allclose(got, want, atol=1e-4):
+        raise InputError(f"--run_dir={run.run_dir}: the LiteRT model's outputs differ from "
+                         f"TensorFlow's by {np.abs(got - want).max():.2g}; not exported")
+
+
+def export_run(run_dir, export_dir, version=None, registry=None, quantize="none"):
+    """Exports a finished run as `<export_dir>/<version>/` (model.tflite, vocab.txt,
+    serving.json), written into a hidden folder and renamed when complete and checked;
+    returns the version folder. `quantize`: one of QUANTIZATIONS (see `convert`)."""
+    if quantize not in QUANTIZATIONS:
+        raise InputError(f"--quantize={quantize}: expected one of {', '.join(QUANTIZATIONS)}")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 1):
+        raise InputError(f"--version={version}: must be a positive integer")
+    lite._interpreter_class()  # a missing interpreter is said before any heavy work
+    version = saved_model.next_version(export_dir) if version is None else version
+    target = os.path.join(export_dir, str(version))
+    if os.path.exists(target):
+        raise InputError(f"{at(target)}version {version} already exists: pick another")
+    saved_model.check_export_dir(export_dir)
+    run = saved_model.load_run(run_dir, registry)
+    if run.kind.name not in lite.KINDS:
+        raise InputError(f"--run_dir={run_dir}: a {run.kind.name} task ({run.task.name}); "
+                         f"the LiteRT export serves {', '.join(lite.KINDS)} tasks: use "
+                         "`python -m kerasbert.export.saved_model` for this one")
+    if storage.scheme(export_dir):
+        raise InputError(f"--export_dir={export_dir}: a local folder (the interpreter reads "
+                         "files from disk)")
+    flatbuffer, function = convert(run, quantize)
+    os.makedirs(export_dir, exist_ok=True)
+    tmp = os.path.join(export_dir, f"{saved_model.TEMP_PREFIX}{version}-{secrets.token_hex(4)}")
+    os.makedirs(tmp)
+    try:
+        with open(os.path.join(tmp, lite.MODEL_FILE), "wb") as f:
+            f.write(flatbuffer)
+        with open(os.path.join(tmp, lite.VOCAB_FILE), "w", encoding="utf-8") as f:
+            f.writelines(token + "\n" for token in run.tokenizer.vocab)
+        with open(os.path.join(tmp, lite.SERVING_FILE), "w", encoding="utf-8") as f:
+            json.dump(serving_record(run, quantize), f, indent=1)
+        check_against_tensorflow(tmp, run, function, quantize)
+        os.rename(tmp, target)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def main(argv=None):
+    """`python -m kerasbert.export.litert --run_dir=RUN --export_dir=DIR`; the exit status."""
+    from absl import flags
+
+    from kerasbert import command
+
+    fv = flags.FlagValues()
+    flags.DEFINE_string("run_dir", None, "The --output_dir of a finished kerasbert run "
+                        "(classification or regression).", flag_values=fv)
+    flags.DEFINE_string("export_dir", None, "A local folder; the export goes to "
+                        "<export_dir>/<version>/.", flag_values=fv)
+    flags.DEFINE_integer("version", None, "The version number. Default: one more than the "
+                         "highest existing version (1 for a new folder).", flag_values=fv)
+    flags.DEFINE_enum("quantize", "none", QUANTIZATIONS, "none: float32, answers equal the "
+                      "SavedModel's; dynamic_int8: int8 weight matrices (a quarter of the "
+                      "size, faster matmuls; SST-2 accuracy −0.2 points in "
+                      "docs/experiments/speed-and-memory.md).", flag_values=fv)
+    flags.mark_flags_as_required(["run_dir", "export_dir"], flag_values=fv)
+
+    def export(args):
+        if len(args) > 1:
+            raise InputError(f"unexpected arguments: {' '.join(args[1:])}")
+        path = export_run(fv.run_dir, fv.export_dir, fv.version, quantize=fv.quantize)
+        print(f"kerasbert: exported {fv.run_dir} to {path} (LiteRT)", flush=True)
+        print(f"kerasbert: next: `from kerasbert.lite import LiteModel; "
+              f"LiteModel({path!r}).predict([...])` (see docs/guide/export-serving.md)",
+              flush=True)
+        return 0
+
+    usage = ("usage: python -m kerasbert.export.litert --run_dir=RUN --export_dir=DIR "
+             "[--version=N] [--quantize=dynamic_int8]\nExport a finished kerasbert run for serving "
+             "without TensorFlow "
+             "(LiteRT).\n\n" + command.flags_usage(fv))
+    return command.run(export, fv, usage=usage,
+                       argv=["kerasbert.export.litert", *(sys.argv[1:] if argv is None
+                                                          else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
