@@ -99,7 +99,8 @@ COMMAND = ("python -m benchmarks.bench_all --data_root=../shared/data "
            "--json=docs/experiments/bench_all.json")
 # The README's table: every measurement kept, each row from the newest one that has it (a
 # later run of some rows, e.g. after a change to evaluation, replaces only those rows).
-README_SOURCES = ("docs/experiments/bench_all.json", "docs/experiments/bench_all-2.json")
+README_SOURCES = ("docs/experiments/bench_all.json", "docs/experiments/bench_all-2.json",
+                  "docs/experiments/bench_all-3.json")
 RENDER_COMMAND = ("python -m benchmarks.bench_all --render=README.md "
                   "--from=" + ",".join(README_SOURCES))
 
