@@ -121,12 +121,14 @@ loaded = time.time() - spawned
 framework = (f"kerasbert LiteRT{' int8' if model.serving.get('quantize') == 'dynamic_int8' else ''}"
              f" (ai-edge-litert {version('ai-edge-litert')})")
 def call(batch):
+    if "text" in batch[0]:  # tagging
+        return model.predict([x["text"] for x in batch])
     return model.predict([x["text_a"] for x in batch],
                          [x["text_b"] for x in batch] if "text_b" in batch[0] else None)
 """ + MEASURE
 
 # --tf_servers: how the kerasbert side's process loads TensorFlow and runs the export
-# (litert: the LiteRT export instead, without TensorFlow; classification runs only).
+# (litert: the LiteRT export instead, without TensorFlow; classification and tagging runs).
 TF_SERVERS = {"lean": {"mode": "lean", "lean": True, "grappler": True},
               "lean_no_grappler": {"mode": "lean, no Grappler", "lean": True, "grappler": False},
               "plain": {"mode": "import tensorflow_text", "lean": False, "grappler": True},
@@ -330,7 +332,7 @@ def main():
                         "lean (only TensorFlow and the three tokenizer op libraries, Keras "
                         "kept out), lean_no_grappler (the same, Grappler off), plain (import "
                         "tensorflow_text, as the docs' Python snippet), litert (the LiteRT "
-                        "export in a process without TensorFlow; classification runs only), "
+                        "export in a process without TensorFlow; classification and tagging runs), "
                         "litert_int8 (the same with int8 weights)")
     parser.add_argument("--intra_op_threads", type=int, default=None,
                         help="tf.config.threading intra-op threads of the kerasbert side "

@@ -17,9 +17,11 @@ docs/experiments/speed-and-memory.md). The tokenizer is the one thing outside th
 flatbuffer: TFLite has no tokenizer ops, so kerasbert/lite/wordpiece.py does it in Python,
 id for id as the SavedModel's graph does.
 
-Sentence and sentence-pair classification and regression for now; span (SQuAD) and tagging
-(CoNLL) answers need their windows and decoders around the model, which the SavedModel
-carries in its graph and kerasbert/lite/ does not yet. The export checks itself: the
+Sentence and sentence-pair classification and regression, and tagging (CoNLL-2003 and
+--task=token_classification: whitespace words in, a tag each out, long sentences in the
+run's windows; not --document_context runs). Span (SQuAD) answers need their windows and
+n-best decoding around the model, which the SavedModel carries in its graph and
+kerasbert/lite/ does not yet; multiple choice (SWAG) is not served either. The export checks itself: the
 interpreter's outputs on a few texts must equal the TensorFlow model's (to 1e-4), or
 nothing is written.
 """
@@ -42,7 +44,8 @@ CHECK_TEXTS = ("a gripping, beautifully acted film", "Dull.", "It's not bad at a
 
 
 def logits_function(run):
-    """The task model as a tf.function of token ids: {"outputs": float32 [batch, K]}."""
+    """The task model as a tf.function of token ids: {"outputs": float32 [batch, K]}
+    ([batch, positions, K] for tagging)."""
     import tensorflow as tf
 
     model = run.model
@@ -84,6 +87,7 @@ def convert(run, quantize="none"):
 
 def serving_record(run, quantize="none"):
     return {"task": run.task.name, "kind": run.kind.name, "quantize": quantize,
+            "document_context": str(getattr(run.task, "document_context", "0")),
             "labels": list(run.task.label_list) if run.task.label_list else None,
             "sentence_pair": run.sentence_pair,
             "max_seq_length": run.config.max_seq_length,
@@ -92,23 +96,34 @@ def serving_record(run, quantize="none"):
 
 
 def check_against_tensorflow(folder, run, function, quantize="none"):
-    """The interpreter's outputs on CHECK_TEXTS equal the TF model's (to 1e-4; not checked
-    for int8 weights, whose cost docs/experiments/speed-and-memory.md measures), with the
-    pure-Python tokenizer's ids equal to the TF tokenizer's: an InputError otherwise."""
+    """The pure-Python tokenizer's ids equal the run's TF tokenizer's (every whitespace word
+    of CHECK_TEXTS and the texts whole), the packing equals the SavedModel's, and the
+    interpreter's outputs equal the TF model's on the same ids (to 1e-4; not checked for
+    int8 weights, whose cost docs/experiments/speed-and-memory.md measures): an InputError
+    otherwise."""
     served = lite.LiteModel(folder)
-    texts_b = list(reversed(CHECK_TEXTS)) if served.sentence_pair else None
-    inputs = served.encode(list(CHECK_TEXTS), texts_b)
-    from kerasbert.kinds.classification import encode_sentences
-    tf_inputs = encode_sentences(run.tokenizer, {"text_a": list(CHECK_TEXTS), **(
-        {"text_b": texts_b} if texts_b else {})}, run.config.max_seq_length)
-    width = inputs["token_ids"].shape[1]
-    for name in lite.INPUTS:
-        if not np.array_equal(np.asarray(tf_inputs[name])[:, :width], inputs[name]):
-            raise InputError(f"--run_dir={run.run_dir}: the Python tokenizer's {name} differ "
-                             "from the run's own; please report this with the run's vocab")
+    texts = list(CHECK_TEXTS)
+    pieces = [w for text in texts for w in text.split()] + texts
+    if [served.wordpiece.ids(x) for x in pieces] != run.tokenizer.tokenize_ids(pieces).to_list():
+        raise InputError(f"--run_dir={run.run_dir}: the Python tokenizer's word pieces differ "
+                         "from the run's own; please report this with the run's vocab")
+    if served.kind == "tagging":
+        inputs = served.encode_words(texts)[0]
+    else:
+        from kerasbert.kinds.classification import encode_sentences
+
+        texts_b = list(reversed(texts)) if served.sentence_pair else None
+        inputs = served.encode(texts, texts_b)
+        packed = encode_sentences(run.tokenizer, {"text_a": texts, **(
+            {"text_b": texts_b} if texts_b else {})}, run.config.max_seq_length)
+        width = inputs["token_ids"].shape[1]
+        if any(not np.array_equal(np.asarray(packed[name])[:, :width], inputs[name])
+               for name in lite.INPUTS):
+            raise InputError(f"--run_dir={run.run_dir}: the Python packing differs from the "
+                             "SavedModel's; please report this")
     if quantize != "none":
         return
-    want = function(tf_inputs)["outputs"].numpy()
+    want = function(inputs)["outputs"].numpy()
     got = served._run(**inputs)["outputs"]
     if not np.allclose(got, want, atol=1e-4):
         raise InputError(f"--run_dir={run.run_dir}: the LiteRT model's outputs differ from "
@@ -135,6 +150,10 @@ def export_run(run_dir, export_dir, version=None, registry=None, quantize="none"
         raise InputError(f"--run_dir={run_dir}: a {run.kind.name} task ({run.task.name}); "
                          f"the LiteRT export serves {', '.join(lite.KINDS)} tasks: use "
                          "`python -m kerasbert.export.saved_model` for this one")
+    if str(getattr(run.task, "document_context", "0")) != "0":
+        raise InputError(f"--run_dir={run_dir}: trained with --document_context; the LiteRT "
+                         "export tags sentences alone: use `python -m "
+                         "kerasbert.export.saved_model` (serve_with_context)")
     if storage.scheme(export_dir):
         raise InputError(f"--export_dir={export_dir}: a local folder (the interpreter reads "
                          "files from disk)")
@@ -167,7 +186,7 @@ def main(argv=None):
 
     fv = flags.FlagValues()
     flags.DEFINE_string("run_dir", None, "The --output_dir of a finished kerasbert run "
-                        "(classification or regression).", flag_values=fv)
+                        "(classification, regression or tagging).", flag_values=fv)
     flags.DEFINE_string("export_dir", None, "A local folder; the export goes to "
                         "<export_dir>/<version>/.", flag_values=fv)
     flags.DEFINE_integer("version", None, "The version number. Default: one more than the "

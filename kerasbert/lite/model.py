@@ -4,6 +4,7 @@
     model = LiteModel("exports/sst2-lite/1")          # model.tflite, vocab.txt, serving.json
     model.predict(["a gripping film", "dull"])        # {"probabilities": [2, K], "label": [2]}
     model.predict(["A man runs."], ["A person moves."])   # sentence-pair tasks
+    ner.predict(["John lives in Berlin ."])           # {"tags": [["B-PER", "O", ...]], "words": [...]}
 
 What `python -m kerasbert.export.litert` writes: the run's encoder and head as a TFLite
 flatbuffer (token ids in, the head's outputs out), its vocabulary, and serving.json (the
@@ -12,6 +13,10 @@ interpreter (`pip install ai-edge-litert`) and kerasbert/lite/ only: no TensorFl
 starts in a fraction of a second and holds a fraction of the memory a SavedModel needs.
 Answers are those of the SavedModel's serving_default (tested to 1e-5): WordPiece here is
 kerasbert's own, in plain Python (wordpiece.py); each batch is padded to its longest row.
+Tagging runs tag whitespace words as the SavedModel does (kerasbert/tasks/conll/serving.py):
+each word word-pieced on its own, long sentences cut into the run's overlapping windows of
+whole words (kerasbert/word_windows.py), each word read at its first piece in the window
+where it has the most context.
 """
 
 import json
@@ -20,11 +25,12 @@ import os
 import numpy as np
 
 from kerasbert.lite.wordpiece import WordPiece, read_vocab
+from kerasbert.word_windows import best_windows, windows
 
 MODEL_FILE = "model.tflite"
 VOCAB_FILE = "vocab.txt"
 SERVING_FILE = "serving.json"
-KINDS = ("classification", "regression")  # what a LiteRT export serves (the kinds' outputs)
+KINDS = ("classification", "regression", "tagging")  # what a LiteRT export serves
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
@@ -69,6 +75,9 @@ class LiteModel:
         if self.serving.get("kind") not in KINDS:
             raise LiteError(f"{serving_file}: kind {self.serving.get('kind')!r}: a LiteRT "
                             f"export serves {', '.join(KINDS)}")
+        if str(self.serving.get("document_context", "0")) != "0":
+            raise LiteError(f"{serving_file}: a --document_context run; LiteRT serves "
+                            "sentences alone only")
         self.task = self.serving["task"]
         self.kind = self.serving["kind"]
         self.sentence_pair = bool(self.serving["sentence_pair"])
@@ -83,19 +92,8 @@ class LiteModel:
                                            num_threads=num_threads)
         self._run = interpreter.get_signature_runner("serving_default")
 
-    def encode(self, text_a, text_b=None):
-        """{input: int32 [batch, longest row]} of the texts (pairs)."""
-        if isinstance(text_a, str):
-            raise LiteError("predict takes a list of texts, not one string")
-        if self.sentence_pair != (text_b is not None):
-            raise LiteError(f"{self.task} takes " + ("text pairs: predict(text_a, text_b)"
-                                                     if self.sentence_pair else
-                                                     "single texts: predict(texts)"))
-        if text_b is not None and len(text_b) != len(text_a):
-            raise LiteError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
-        rows = [pack(self.wordpiece, self.wordpiece.ids(a),
-                     None if text_b is None else self.wordpiece.ids(text_b[i]),
-                     self.max_seq_length) for i, a in enumerate(text_a)]
+    def _arrays(self, rows):
+        """{input: int32 [rows, longest row]} from (token ids, segment ids) rows."""
         width = max((len(ids) for ids, _ in rows), default=2)
         arrays = {name: np.zeros((len(rows), width), np.int32) for name in INPUTS}
         arrays["token_ids"][:] = self.wordpiece.pad_id
@@ -105,14 +103,73 @@ class LiteModel:
             arrays["padding_mask"][i, :len(ids)] = 1
         return arrays
 
+    def encode_words(self, texts):
+        """Tagging: ({input: int32 [windows, longest]}, words per text, (window, position)
+        of each word's first piece where it is read)."""
+        capacity = self.max_seq_length - 2
+        rows, words_of, reads = [], [], []
+        for text in texts:
+            words = text.split()
+            pieces = []
+            for word in words:
+                ids = self.wordpiece.ids(word)
+                # As the graph: [UNK] for a word without pieces, the first piece only for
+                # one longer than a window.
+                pieces.append([self.wordpiece.unk_id] if not ids else
+                              ids[:1] if len(ids) > capacity else ids)
+            lengths = [len(p) for p in pieces]
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+            spans = windows(lengths, capacity) if words else [(0, 0)]
+            owner = best_windows(lengths, spans)
+            flat = [i for p in pieces for i in p]
+            first_row = len(rows)
+            for start, end in spans:
+                ids = [self.wordpiece.cls_id, *flat[offsets[start]:offsets[end]],
+                       self.wordpiece.sep_id]
+                rows.append((ids, [0] * len(ids)))
+            reads.append([(first_row + w, 1 + offsets[k] - offsets[spans[w][0]])
+                          for k, w in enumerate(owner)])
+            words_of.append(words)
+        return self._arrays(rows), words_of, reads
+
+    def encode(self, text_a, text_b=None):
+        """{input: int32 [batch, longest row]} of the texts (pairs)."""
+        if isinstance(text_a, str):
+            raise LiteError("predict takes a list of texts, not one string")
+        if self.kind == "tagging":
+            return self.encode_words(text_a)[0]
+        if self.sentence_pair != (text_b is not None):
+            raise LiteError(f"{self.task} takes " + ("text pairs: predict(text_a, text_b)"
+                                                     if self.sentence_pair else
+                                                     "single texts: predict(texts)"))
+        if text_b is not None and len(text_b) != len(text_a):
+            raise LiteError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
+        return self._arrays([pack(self.wordpiece, self.wordpiece.ids(a),
+                                  None if text_b is None else self.wordpiece.ids(text_b[i]),
+                                  self.max_seq_length) for i, a in enumerate(text_a)])
+
     def predict(self, text_a, text_b=None):
         """classification: {"probabilities": float32 [n, K], "label": [n] str};
-        regression: {"score": float32 [n]}."""
+        regression: {"score": float32 [n]}; tagging (whitespace words): {"tags": [n] lists
+        of tags, "words": [n] lists of words}."""
         if len(text_a) == 0:
             raise LiteError("predict: no texts")
+        if self.kind == "tagging":
+            return self._tag(text_a, text_b)
         outputs = self._run(**self.encode(text_a, text_b))["outputs"].astype(np.float32)
         if self.kind == "regression":
             return {"score": outputs[:, 0]}
         shifted = np.exp(outputs - outputs.max(axis=-1, keepdims=True))
         return {"probabilities": shifted / shifted.sum(axis=-1, keepdims=True),
                 "label": [self.labels[i] for i in outputs.argmax(axis=-1)]}
+
+    def _tag(self, texts, text_b):
+        if isinstance(texts, str):
+            raise LiteError("predict takes a list of texts, not one string")
+        if text_b is not None:
+            raise LiteError(f"{self.task} tags single texts: predict(texts)")
+        arrays, words, reads = self.encode_words(texts)
+        logits = self._run(**arrays)["outputs"]
+        tags = [[self.labels[int(logits[row, position].argmax())] for row, position in read]
+                for read in reads]
+        return {"tags": tags, "words": words}

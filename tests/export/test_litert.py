@@ -20,9 +20,13 @@ from kerasbert.errors import InputError  # noqa: E402
 from kerasbert.export import litert, saved_model  # noqa: E402
 from kerasbert.lite import LiteError, LiteModel  # noqa: E402
 from kerasbert.lite import model as lite_model  # noqa: E402
-from tests.export.test_saved_model import TEXTS_A, TEXTS_B, TINY, _reference  # noqa: E402
+from tests.export.test_saved_model import LONG, TEXTS_A, TEXTS_B, TINY, _reference  # noqa: E402
 
-TASKS = ("sst2", "mrpc", "stsb")
+TASKS = ("sst2", "mrpc", "stsb", "conll2003")
+# NER: whitespace words, accents, a word that is all punctuation, an empty text, and a
+# sentence of ~200 words cut into many windows of max_seq_length=32.
+SENTENCES = ["John Smith lives in Berlin .", "Ünïcode Café in Zürich , U.S.A. !", "",
+             "...", LONG, "東京 is big"]
 ATOL = 1e-5  # LiteRT's kernels (XNNPACK) against TensorFlow's: ~1e-7 seen
 
 
@@ -41,7 +45,25 @@ def _inputs(run):
     return {"text_a": TEXTS_A, **({"text_b": TEXTS_B} if run.sentence_pair else {})}
 
 
-@pytest.mark.parametrize("name", TASKS)
+def test_tags_equal_the_saved_model_s_for_every_word(exported, tmp_path):
+    """The SavedModel repeats the run's own evaluation op for op (tests/export); LiteRT
+    must give its tags, windows of long sentences included."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
+
+    run_dir, path = exported["conll2003"]
+    saved = saved_model.export_run(run_dir, str(tmp_path / "saved"))
+    serve = tf.saved_model.load(saved).signatures["serving_default"]
+    want = serve(text=tf.constant(SENTENCES))
+    served = LiteModel(path).predict(SENTENCES)
+    for i, sentence in enumerate(SENTENCES):
+        n = int(want["num_words"][i])
+        assert served["words"][i] == sentence.split()
+        assert served["tags"][i] == [t.decode() for t in want["tags"][i, :n].numpy()]
+    assert len(served["tags"][4]) == len(LONG.split()) > 100  # the long one: many windows
+
+
+@pytest.mark.parametrize("name", ("sst2", "mrpc", "stsb"))
 def test_served_answers_equal_the_trained_model_s(exported, name):
     run_dir, path = exported[name]
     run = saved_model.load_run(run_dir)
@@ -77,20 +99,31 @@ def test_a_version_folder_with_the_model_the_vocabulary_and_what_serving_needs(e
         litert.export_run(run_dir, os.path.dirname(path), version=2)
 
 
-def test_a_server_process_imports_no_tensorflow(exported):
-    _, path = exported["sst2"]
+@pytest.mark.parametrize("name", ("sst2", "conll2003"))
+def test_a_server_process_imports_no_tensorflow(exported, name):
+    """Nor the tasks' dependencies (scipy, scikit-learn, pandas): memory is the point."""
+    _, path = exported[name]
     script = textwrap.dedent(f"""
         import json, sys
         from kerasbert.lite import LiteModel
         out = LiteModel({path!r}).predict(["a fine film", "dull"])
-        heavy = sorted(m for m in sys.modules
-                       if m.split(".")[0] in ("tensorflow", "keras", "keras_hub", "tensorflow_text"))
-        print(json.dumps({{"label": out["label"], "heavy": heavy}}))
+        out = out.get("label") or out["tags"]
+        heavy = sorted(m for m in sys.modules if m.split(".")[0] in (
+            "tensorflow", "keras", "keras_hub", "tensorflow_text", "scipy", "sklearn", "pandas"))
+        print(json.dumps({{"label": out, "heavy": heavy}}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=True, timeout=120)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["heavy"] == [] and len(result["label"]) == 2
+
+
+def test_a_tagging_export_takes_single_texts(exported):
+    ner = LiteModel(exported["conll2003"][1])
+    with pytest.raises(LiteError, match=r"tags single texts: predict\(texts\)"):
+        ner.predict(["a"], ["b"])
+    with pytest.raises(LiteError, match="a list of texts, not one string"):
+        ner.predict("John lives here")
 
 
 def test_other_kinds_are_refused_before_anything_is_written(tmp_path):
