@@ -119,7 +119,7 @@ class LiteModel:
                               ids[:1] if len(ids) > capacity else ids)
             lengths = [len(p) for p in pieces]
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
-            spans = windows(lengths, capacity) if words else [(0, 0)]
+            spans = windows(lengths, capacity)  # no words: one window, [CLS] [SEP]
             owner = best_windows(lengths, spans)
             flat = [i for p in pieces for i in p]
             first_row = len(rows)
