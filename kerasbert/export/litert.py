@@ -17,13 +17,14 @@ docs/experiments/speed-and-memory.md). The tokenizer is the one thing outside th
 flatbuffer: TFLite has no tokenizer ops, so kerasbert/lite/wordpiece.py does it in Python,
 id for id as the SavedModel's graph does.
 
-Sentence and sentence-pair classification and regression, and tagging (CoNLL-2003 and
+Sentence and sentence-pair classification and regression, tagging (CoNLL-2003 and
 --task=token_classification: whitespace words in, a tag each out, long sentences in the
-run's windows; not --document_context runs). Span (SQuAD) answers need their windows and
-n-best decoding around the model, which the SavedModel carries in its graph and
-kerasbert/lite/ does not yet; multiple choice (SWAG) is not served either. The export checks itself: the
-interpreter's outputs on a few texts must equal the TensorFlow model's (to 1e-4), or
-nothing is written.
+run's windows; not --document_context runs), and span answers (squad_v1, squad_v2 and
+--task=question_answering: question + context in, the answer out, with the run's windows,
+n-best decoding and v2 threshold, which the SavedModel carries in its graph and
+kerasbert/lite/spans.py repeats in numpy). Multiple choice (SWAG) is not served. The export
+checks itself: the interpreter's outputs on a few texts must equal the TensorFlow model's
+(to 1e-4), and span answers the SavedModel graph's, or nothing is written.
 """
 
 import json
@@ -41,6 +42,11 @@ from kerasbert.lite import model as lite
 
 CHECK_TEXTS = ("a gripping, beautifully acted film", "Dull.", "It's not bad at all!",
                "naïve café au lait — 100% worth it")
+# Span runs: a context long enough for several windows of any max_seq_length up to 512.
+CHECK_QUESTIONS = ("Who opened the café?", "When did the river city grow?", "What?")
+CHECK_CONTEXTS = ("Ada Lovelace opened Café Déjà Vu in 1843, not 1844.",
+                  " ".join(f"In {1800 + i} the river city of Zürich-{i} grew by {i}%."
+                           for i in range(60)), "")
 
 
 def logits_function(run):
@@ -86,13 +92,39 @@ def convert(run, quantize="none"):
 
 
 def serving_record(run, quantize="none"):
-    return {"task": run.task.name, "kind": run.kind.name, "quantize": quantize,
-            "document_context": str(getattr(run.task, "document_context", "0")),
-            "labels": list(run.task.label_list) if run.task.label_list else None,
-            "sentence_pair": run.sentence_pair,
-            "max_seq_length": run.config.max_seq_length,
-            "do_lower_case": run.tokenizer.do_lower_case,
-            **saved_model.export_identity(run.run_dir)}
+    record = {"task": run.task.name, "kind": run.kind.name, "quantize": quantize,
+              "document_context": str(getattr(run.task, "document_context", "0")),
+              "labels": list(run.task.label_list) if run.task.label_list else None,
+              "sentence_pair": run.sentence_pair,
+              "max_seq_length": run.config.max_seq_length,
+              "do_lower_case": run.tokenizer.do_lower_case,
+              **saved_model.export_identity(run.run_dir)}
+    if run.kind.name == "span":  # what the SavedModel's metadata holds (squad/serving.py)
+        from kerasbert.tasks.squad.serving import null_threshold
+
+        record.update(squad_options={name: int(getattr(run.task, name)) for name in (
+                          "doc_stride", "max_query_length", "n_best_size", "max_answer_length")},
+                      version_2=bool(run.task.version_2),
+                      null_score_diff_threshold=null_threshold(run))
+    return record
+
+
+def _check_answers(served, run):
+    """A span export's answers on CHECK_QUESTIONS equal the SavedModel graph's (the text,
+    its offsets, and the score to 1e-4)."""
+    import tensorflow as tf
+
+    want = run.task.serving_answer(run).answer({"question": tf.constant(CHECK_QUESTIONS),
+                                                "context": tf.constant(CHECK_CONTEXTS)})
+    got = served.predict(list(CHECK_QUESTIONS), list(CHECK_CONTEXTS))
+    same = ([a.decode() for a in want["answer"].numpy()] == got["answer"]
+            and np.array_equal(want["start"].numpy(), got["start"])
+            and np.array_equal(want["end"].numpy(), got["end"])
+            and np.allclose(want["score"].numpy(), got["score"], atol=1e-4))
+    if not same:
+        raise InputError(f"--run_dir={run.run_dir}: the LiteRT answers differ from the "
+                         f"SavedModel's ({got['answer']} vs {want['answer'].numpy()}); not "
+                         "exported; please report this")
 
 
 def check_against_tensorflow(folder, run, function, quantize="none"):
@@ -109,6 +141,8 @@ def check_against_tensorflow(folder, run, function, quantize="none"):
                          "from the run's own; please report this with the run's vocab")
     if served.kind == "tagging":
         inputs = served.encode_words(texts)[0]
+    elif served.kind == "span":
+        inputs = served.encode(list(CHECK_QUESTIONS), list(CHECK_CONTEXTS))
     else:
         from kerasbert.kinds.classification import encode_sentences
 
@@ -128,6 +162,8 @@ def check_against_tensorflow(folder, run, function, quantize="none"):
     if not np.allclose(got, want, atol=1e-4):
         raise InputError(f"--run_dir={run.run_dir}: the LiteRT model's outputs differ from "
                          f"TensorFlow's by {np.abs(got - want).max():.2g}; not exported")
+    if served.kind == "span":
+        _check_answers(served, run)
 
 
 def export_run(run_dir, export_dir, version=None, registry=None, quantize="none"):
@@ -150,6 +186,12 @@ def export_run(run_dir, export_dir, version=None, registry=None, quantize="none"
         raise InputError(f"--run_dir={run_dir}: a {run.kind.name} task ({run.task.name}); "
                          f"the LiteRT export serves {', '.join(lite.KINDS)} tasks: use "
                          "`python -m kerasbert.export.saved_model` for this one")
+    from kerasbert.tasks.squad.task import SquadTask
+
+    if run.kind.name == "span" and not isinstance(run.task, SquadTask):
+        raise InputError(f"--run_dir={run_dir}: the span task {run.task.name} decodes its "
+                         "own answers; the LiteRT export serves SQuAD's (squad_v1, squad_v2, "
+                         "question_answering): use `python -m kerasbert.export.saved_model`")
     if str(getattr(run.task, "document_context", "0")) != "0":
         raise InputError(f"--run_dir={run_dir}: trained with --document_context; the LiteRT "
                          "export tags sentences alone: use `python -m "
@@ -186,7 +228,8 @@ def main(argv=None):
 
     fv = flags.FlagValues()
     flags.DEFINE_string("run_dir", None, "The --output_dir of a finished kerasbert run "
-                        "(classification, regression or tagging).", flag_values=fv)
+                        "(classification, regression, tagging or SQuAD span answers).",
+                        flag_values=fv)
     flags.DEFINE_string("export_dir", None, "A local folder; the export goes to "
                         "<export_dir>/<version>/.", flag_values=fv)
     flags.DEFINE_integer("version", None, "The version number. Default: one more than the "

@@ -5,6 +5,7 @@
     model.predict(["a gripping film", "dull"])        # {"probabilities": [2, K], "label": [2]}
     model.predict(["A man runs."], ["A person moves."])   # sentence-pair tasks
     ner.predict(["John lives in Berlin ."])           # {"tags": [["B-PER", "O", ...]], "words": [...]}
+    squad.predict(["Who?"], ["Ada wrote it."])        # {"answer": ["Ada"], "start": [0], ...}
 
 What `python -m kerasbert.export.litert` writes: the run's encoder and head as a TFLite
 flatbuffer (token ids in, the head's outputs out), its vocabulary, and serving.json (the
@@ -16,7 +17,8 @@ kerasbert's own, in plain Python (wordpiece.py); each batch is padded to its lon
 Tagging runs tag whitespace words as the SavedModel does (kerasbert/tasks/conll/serving.py):
 each word word-pieced on its own, long sentences cut into the run's overlapping windows of
 whole words (kerasbert/word_windows.py), each word read at its first piece in the window
-where it has the most context.
+where it has the most context. Span (SQuAD) runs answer a question about a context as the
+SavedModel does, windows and n-best decoding included (spans.py).
 """
 
 import json
@@ -24,13 +26,14 @@ import os
 
 import numpy as np
 
+from kerasbert.lite import spans
 from kerasbert.lite.wordpiece import WordPiece, read_vocab
 from kerasbert.word_windows import best_windows, windows
 
 MODEL_FILE = "model.tflite"
 VOCAB_FILE = "vocab.txt"
 SERVING_FILE = "serving.json"
-KINDS = ("classification", "regression", "tagging")  # what a LiteRT export serves
+KINDS = ("classification", "regression", "tagging", "span")  # what a LiteRT export serves
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
@@ -83,8 +86,12 @@ class LiteModel:
         self.sentence_pair = bool(self.serving["sentence_pair"])
         self.max_seq_length = int(self.serving["max_seq_length"])
         self.labels = self.serving.get("labels")
-        self.wordpiece = WordPiece(read_vocab(os.path.join(path, VOCAB_FILE)),
-                                   do_lower_case=self.serving["do_lower_case"])
+        self.vocab = read_vocab(os.path.join(path, VOCAB_FILE))
+        self.wordpiece = WordPiece(self.vocab, do_lower_case=self.serving["do_lower_case"])
+        if self.kind == "span":  # how the run cut and decoded SQuAD (kerasbert/lite/spans.py)
+            self.squad_options = self.serving["squad_options"]
+            self.version_2 = bool(self.serving["version_2"])
+            self.threshold = float(self.serving["null_score_diff_threshold"])
         if num_threads is None:
             num_threads = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                            else os.cpu_count() or 1)
@@ -132,18 +139,33 @@ class LiteModel:
             words_of.append(words)
         return self._arrays(rows), words_of, reads
 
-    def encode(self, text_a, text_b=None):
-        """{input: int32 [batch, longest row]} of the texts (pairs)."""
-        if isinstance(text_a, str):
+    def _check(self, text_a, text_b):
+        """One clear error for a request that does not fit the export."""
+        if isinstance(text_a, str) or isinstance(text_b, str):
             raise LiteError("predict takes a list of texts, not one string")
         if self.kind == "tagging":
-            return self.encode_words(text_a)[0]
-        if self.sentence_pair != (text_b is not None):
+            if text_b is not None:
+                raise LiteError(f"{self.task} tags single texts: predict(texts)")
+            return
+        if self.kind == "span" and text_b is None:
+            raise LiteError(f"{self.task} answers questions about contexts: "
+                            "predict(questions, contexts)")
+        if self.kind != "span" and self.sentence_pair != (text_b is not None):
             raise LiteError(f"{self.task} takes " + ("text pairs: predict(text_a, text_b)"
                                                      if self.sentence_pair else
                                                      "single texts: predict(texts)"))
         if text_b is not None and len(text_b) != len(text_a):
             raise LiteError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
+
+    def encode(self, text_a, text_b=None):
+        """{input: int32 [batch, longest row]} of the texts (pairs; for span runs the
+        questions and contexts, a row per window)."""
+        self._check(text_a, text_b)
+        if self.kind == "span":
+            return self._arrays([row for question in self._cut(text_a, text_b)
+                                 for row in question.rows])
+        if self.kind == "tagging":
+            return self.encode_words(text_a)[0]
         return self._arrays([pack(self.wordpiece, self.wordpiece.ids(a),
                                   None if text_b is None else self.wordpiece.ids(text_b[i]),
                                   self.max_seq_length) for i, a in enumerate(text_a)])
@@ -151,11 +173,16 @@ class LiteModel:
     def predict(self, text_a, text_b=None):
         """classification: {"probabilities": float32 [n, K], "label": [n] str};
         regression: {"score": float32 [n]}; tagging (whitespace words): {"tags": [n] lists
-        of tags, "words": [n] lists of words}."""
+        of tags, "words": [n] lists of words}; span, predict(questions, contexts):
+        {"answer": [n] str ("" for none), "score": float32 [n], "start"/"end": int32 [n]
+        character offsets in the context (end exclusive, -1 for ""), v2 also "null_odds"}."""
+        self._check(text_a, text_b)
         if len(text_a) == 0:
             raise LiteError("predict: no texts")
         if self.kind == "tagging":
-            return self._tag(text_a, text_b)
+            return self._tag(text_a)
+        if self.kind == "span":
+            return self._answer(text_a, text_b)
         outputs = self._run(**self.encode(text_a, text_b))["outputs"].astype(np.float32)
         if self.kind == "regression":
             return {"score": outputs[:, 0]}
@@ -163,13 +190,33 @@ class LiteModel:
         return {"probabilities": shifted / shifted.sum(axis=-1, keepdims=True),
                 "label": [self.labels[i] for i in outputs.argmax(axis=-1)]}
 
-    def _tag(self, texts, text_b):
-        if isinstance(texts, str):
-            raise LiteError("predict takes a list of texts, not one string")
-        if text_b is not None:
-            raise LiteError(f"{self.task} tags single texts: predict(texts)")
+    def _tag(self, texts):
         arrays, words, reads = self.encode_words(texts)
         logits = self._run(**arrays)["outputs"]
         tags = [[self.labels[int(logits[row, position].argmax())] for row, position in read]
                 for read in reads]
         return {"tags": tags, "words": words}
+
+    def _cut(self, questions, contexts):
+        o = self.squad_options
+        return [spans.cut(self.wordpiece, q, c, self.max_seq_length, o["doc_stride"],
+                          o["max_query_length"]) for q, c in zip(questions, contexts)]
+
+    def _answer(self, questions, contexts):
+        cut = self._cut(questions, contexts)
+        rows = [row for question in cut for row in question.rows]
+        logits = self._run(**self._arrays(rows))["outputs"] if rows else None
+        answers, first = [], 0
+        for question in cut:
+            answers.append(spans.answer(
+                question, None if logits is None else logits[first: first + len(question.rows)],
+                self.vocab, self.wordpiece.words, self.squad_options["n_best_size"],
+                self.squad_options["max_answer_length"], self.version_2, self.threshold))
+            first += len(question.rows)
+        out = {"answer": [a["answer"] for a in answers],
+               "score": np.array([a["score"] for a in answers], np.float32),
+               "start": np.array([a["start"] for a in answers], np.int32),
+               "end": np.array([a["end"] for a in answers], np.int32)}
+        if self.version_2:
+            out["null_odds"] = np.array([a["null_odds"] for a in answers], np.float32)
+        return out

@@ -6,48 +6,10 @@ import dataclasses
 import numpy as np
 
 from kerasbert.kind_names import PADDING_LOGIT
+from kerasbert.span_answers import (  # noqa: F401  (re-exported)
+    NO_SPAN_ODDS, detokenize, get_final_text, max_context_masks)
 from kerasbert.tasks.base import Features
-from kerasbert.tasks.squad.features import OPTIONS, max_context_masks
-
-# Null odds of a question with no valid span at all: its answer is "" whatever the
-# threshold, and a finite value keeps null_odds.json standard JSON.
-NO_SPAN_ODDS = 1e9
-
-
-def get_final_text(pred_text: str, orig_text: str, tok_text: str) -> str:
-    """Projects a de-tokenized prediction back onto the original words.
-
-    `orig_text`: the original words the predicted pieces came from, joined by spaces;
-    `tok_text`: the same words through BERT's basic tokenizer (lower-cased, accents and
-    punctuation split off when uncased), joined by spaces; `pred_text`: the predicted
-    pieces joined ("##" merged). "Steve Smith's" with pred_text "steve smith" gives "Steve
-    Smith". Positions are matched by counting non-space characters, so when normalisation
-    changed the length (a soft hyphen or zero-width space dropped, a no-break space split
-    on) or the prediction is not found in tok_text (an [UNK] piece), the whole original
-    words are returned, as in BERT.
-    """
-    start = tok_text.find(pred_text)
-    if start == -1 or not pred_text:
-        return orig_text
-    end = start + len(pred_text) - 1
-    if len(orig_text) - orig_text.count(" ") != len(tok_text) - tok_text.count(" "):
-        return orig_text
-    if tok_text[start] == " " or tok_text[end] == " ":
-        return orig_text
-    first = _nth_non_space(orig_text, start - tok_text.count(" ", 0, start))
-    last = _nth_non_space(orig_text, end - tok_text.count(" ", 0, end))
-    return orig_text[first: last + 1]
-
-
-def _nth_non_space(text: str, n: int) -> int:
-    """Offset in `text` of its n-th (0-based) character that is not a space."""
-    position = 0
-    for part in text.split(" "):
-        if n < len(part):
-            return position + n
-        n -= len(part)
-        position += len(part) + 1
-    raise IndexError(n)
+from kerasbert.tasks.squad.features import OPTIONS
 
 
 def _softmax(scores):
@@ -152,8 +114,7 @@ def decode(outputs, features: Features, n_best_size: int = OPTIONS["n_best_size"
 
 def _span_text(r, s, e, token_ids, vocab, doc, window_start, offset):
     """The original text of pieces s..e of row r (BERT's detokenize + get_final_text)."""
-    pred = " ".join([vocab[t] for t in token_ids[r, s: e + 1].tolist()])
-    pred = " ".join(pred.replace(" ##", "").replace("##", "").split())
+    pred = detokenize([vocab[t] for t in token_ids[r, s: e + 1].tolist()])
     first = doc.piece_to_word[window_start + s - offset]
     last = doc.piece_to_word[window_start + e - offset]
     orig = " ".join(doc.words[first: last + 1])

@@ -3,66 +3,25 @@ passages, and the labels of the gold answer in each window."""
 
 import dataclasses
 import logging
-import re
 from typing import Sequence
 
 import numpy as np
 
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
+from kerasbert.span_answers import (  # noqa: F401  (re-exported)
+    doc_windows, max_context_masks, split_words)
 from kerasbert.tasks.base import Features
 from kerasbert.tasks.squad.reader import Answer, SquadExample
 
 log = logging.getLogger(__name__)
 
-# BERT's run_squad.py whitespace: the four ASCII ones and NARROW NO-BREAK SPACE. Other
-# Unicode spaces stay inside words (the WordPiece tokenizer splits on them later).
-_WORD = re.compile("[^ \t\r\n\u202f]+")
 # BERT's run_squad.py options, under its flag names; their defaults are declared once, on
 # RunConfig (kerasbert/config.py), which also makes them flags.
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 OPTIONS = {name: _DEFAULTS[name] for name in ("doc_stride", "max_query_length", "n_best_size",
                                               "max_answer_length", "null_score_diff_threshold")}
 _WORDS_PER_CALL = 100_000  # tokenizer batch: bounded memory, few TF calls
-
-
-# ---- windows and max context ------------------------------------------------------------------
-
-def doc_windows(num_tokens: int, max_tokens: int, doc_stride: int) -> list[tuple[int, int]]:
-    """(start, length) of each window over a passage of `num_tokens` word pieces.
-
-    Windows hold up to `max_tokens` pieces and start `doc_stride` apart (or right after the
-    previous one when that is shorter than the stride); the last one ends at the passage end.
-    """
-    if max_tokens < 1:
-        raise ValueError(f"no room for the passage (max_tokens={max_tokens})")
-    windows, start = [], 0
-    while start < num_tokens:
-        length = min(num_tokens - start, max_tokens)
-        windows.append((start, length))
-        if start + length == num_tokens:
-            break
-        start += min(length, doc_stride)
-    return windows
-
-
-def max_context_masks(windows: Sequence[tuple[int, int]]) -> list[np.ndarray]:
-    """For each window, which of its pieces have their maximum context in it.
-
-    A piece's context in a window is min(pieces left of it, pieces right of it) + 0.01 x
-    window length (the length breaks ties in favour of longer windows); the first window
-    with the highest score owns the piece.
-    """
-    if not windows:
-        return []
-    starts = np.array([s for s, _ in windows], np.int64)[:, None]
-    lengths = np.array([n for _, n in windows], np.int64)[:, None]
-    ends = starts + lengths - 1
-    positions = np.arange(int(ends.max()) + 1)[None, :]
-    score = np.minimum(positions - starts, ends - positions) + 0.01 * lengths
-    score = np.where((positions >= starts) & (positions <= ends), score, -np.inf)
-    owner = score.argmax(axis=0)  # first maximum wins
-    return [owner[s: s + n] == w for w, (s, n) in enumerate(windows)]
 
 
 # ---- features ---------------------------------------------------------------------------------
@@ -78,12 +37,6 @@ class Document:
     word_to_piece: np.ndarray  # first piece of each word, plus the total at the end
     piece_to_word: np.ndarray  # word of each piece
     basic: list[str]  # per word: BERT's basic tokens joined by " ", for get_final_text
-
-
-def split_words(context: str) -> tuple[list[str], np.ndarray]:
-    """Whitespace words of a context and their character offsets."""
-    matches = list(_WORD.finditer(context))
-    return [m.group() for m in matches], np.array([m.start() for m in matches], np.int64)
 
 
 def _tokenize_words(tokenizer, words):

@@ -7,12 +7,12 @@ the answer the run's own evaluation gives for the same text:
   1. the context is split on BERT's SQuAD whitespace into words (with their offsets), each
      word into word pieces; the question is cut to max_query_length pieces;
   2. windows of the passage start min(doc_stride, room) pieces apart, room being what
-     [CLS] question [SEP] ... [SEP] leaves of max_seq_length (`features.doc_windows`);
+     [CLS] question [SEP] ... [SEP] leaves of max_seq_length (`span_answers.doc_windows`);
   3. the model scores every window; each piece counts only in the window where it has the
-     most context (`features.max_context_masks`); the n_best_size best starts and ends of each
+     most context (`span_answers.max_context_masks`); the n_best_size best starts and ends of each
      window are paired (end >= start, length <= max_answer_length, inside the passage),
      and the best pair over all windows is the answer (`decoding.decode`);
-  4. its pieces are projected back onto the original words (`decoding.get_final_text`);
+  4. its pieces are projected back onto the original words (`span_answers.get_final_text`);
   5. v2: the answer is "" when s_null - s_best exceeds the threshold, the run's tuned
      `best_f1_thresh` (a run's dev evaluation stores it in metrics.json).
 
@@ -32,7 +32,7 @@ from kerasbert.tasks.base import ServingAnswer
 from kerasbert.tasks.graph_ops import first_max_index
 from kerasbert.tasks.squad.decoding import NO_SPAN_ODDS
 
-_WHITESPACE = "[ \t\r\n\u202f]+"  # run_squad.py's word separators (features._WORD)
+_WHITESPACE = "[ \t\r\n\u202f]+"  # run_squad.py's word separators (span_answers.WORD)
 
 
 def _char_length(text):
@@ -40,7 +40,7 @@ def _char_length(text):
 
 
 def final_text(pred, orig, tok):
-    """`decoding.get_final_text` in TF: (text, first char, last char) of `orig`.
+    """`span_answers.get_final_text` in TF: (text, first char, last char) of `orig`.
 
     Finds the de-tokenized prediction in the basic-tokenized words `tok`, then counts
     non-space characters to find the same characters in the original words `orig`; the whole
@@ -111,7 +111,7 @@ class SpanAnswerer:
         n = tf.size(piece_ids)
         query = tok.tokenize_ids(tf.reshape(question, [1])).flat_values[: self.max_query_length]
 
-        # Windows over the passage (features.doc_windows); an empty passage gets one empty
+        # Windows over the passage (span_answers.doc_windows); an empty passage gets one empty
         # window, where no span is valid, as the Python decoder finds no span.
         q_len = tf.size(query)
         room = self.max_seq_length - q_len - 3
