@@ -13,8 +13,8 @@ theirs; this module only schedules, collects and compares):
   eval_seconds      evaluation seconds of the same runs (parity), kerasbert ≤ HF
   serving           serving the SST-2, SQuAD and CoNLL runs (benchmarks.bench_serving):
                     peak RSS and start → first answer ≤ HF, batch-1 p50 and p99 ≤ HF,
-                    batch-32 texts/s ≥ HF; the SavedModel (lean TensorFlow process) and,
-                    for SST-2 and CoNLL, the LiteRT export (no TensorFlow) each get these rows
+                    batch-32 texts/s ≥ HF; the SavedModel (lean TensorFlow process) and
+                    the LiteRT export (no TensorFlow) each get these rows
   training_step     one full fine-tuning step at each of --lengths, batch 32
                     (benchmarks.bench_training, kerasbert's graph-mode step): throughput
                     ≥ 1.15 × PyTorch's
@@ -271,7 +271,7 @@ SERVING_QUANTITIES = (  # (name, key in bench_serving's results, unit, op)
 
 
 # bench_serving's kerasbert servers in the table: the SavedModel (TF Serving's export, served
-# by a lean TensorFlow process) and the LiteRT export (no TensorFlow; no span kind yet).
+# by a lean TensorFlow process) and the LiteRT export (no TensorFlow).
 SERVING_SIDES = (("kerasbert", ""), ("kerasbert litert", " (LiteRT)"))
 
 

@@ -123,12 +123,14 @@ framework = (f"kerasbert LiteRT{' int8' if model.serving.get('quantize') == 'dyn
 def call(batch):
     if "text" in batch[0]:  # tagging
         return model.predict([x["text"] for x in batch])
+    if "question" in batch[0]:  # span
+        return model.predict([x["question"] for x in batch], [x["context"] for x in batch])
     return model.predict([x["text_a"] for x in batch],
                          [x["text_b"] for x in batch] if "text_b" in batch[0] else None)
 """ + MEASURE
 
 # --tf_servers: how the kerasbert side's process loads TensorFlow and runs the export
-# (litert: the LiteRT export instead, without TensorFlow; classification and tagging runs).
+# (litert: the LiteRT export instead, without TensorFlow; classification, tagging and span runs).
 TF_SERVERS = {"lean": {"mode": "lean", "lean": True, "grappler": True},
               "lean_no_grappler": {"mode": "lean, no Grappler", "lean": True, "grappler": False},
               "plain": {"mode": "import tensorflow_text", "lean": False, "grappler": True},
