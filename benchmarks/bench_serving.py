@@ -122,10 +122,10 @@ framework = (f"kerasbert LiteRT{' int8' if model.serving.get('quantize') == 'dyn
              f" (ai-edge-litert {version('ai-edge-litert')})")
 def call(batch):
     if "text" in batch[0]:  # tagging
-        return model.predict([x["text"] for x in batch])
+        return model.serve([x["text"] for x in batch])
     if "question" in batch[0]:  # span
-        return model.predict([x["question"] for x in batch], [x["context"] for x in batch])
-    return model.predict([x["text_a"] for x in batch],
+        return model.serve([x["question"] for x in batch], [x["context"] for x in batch])
+    return model.serve([x["text_a"] for x in batch],
                          [x["text_b"] for x in batch] if "text_b" in batch[0] else None)
 """ + MEASURE
 
@@ -283,8 +283,7 @@ def host():
             "isa_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "sse4")))
             or flags,
             "cpus_visible": os.cpu_count(),
-            "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count(),
+            "cpus_usable": host_cpu.usable_cores(),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "platform": platform.platform(), "python": platform.python_version()}
 

@@ -1,9 +1,11 @@
 """The CPU a process runs on, from /proc/cpuinfo: its model name and ISA flags.
 
-One reader for the three places that ask (the bfloat16 hint of a run, and the host record
-every benchmark writes beside its numbers), so they cannot disagree about a host.
+One reader for the places that ask (the bfloat16 hint of a run, the host record every
+benchmark writes beside its numbers, the LiteRT server's default threads), so they cannot
+disagree about a host.
 """
 
+import os
 import platform
 import re
 
@@ -26,3 +28,11 @@ def cpu(cpuinfo=None):
     flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
     return {"model": model.group(1).strip() if model else platform.processor() or "unknown CPU",
             "flags": set(flags.group(1).split()) if flags else set()}
+
+
+def usable_cores():
+    """The cores this process may run on (its CPU affinity: a container's or taskset's
+    limit), which is what a thread pool should be sized to, not the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

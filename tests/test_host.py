@@ -21,3 +21,15 @@ def test_no_cpuinfo_gives_no_flags_and_a_model_name_all_the_same():
 
 def test_this_machine_s_reading_is_the_file_s():
     assert host.cpu() == host.cpu(host.read_cpuinfo())
+
+
+def test_usable_cores_is_the_affinity_not_the_machine_s_count(monkeypatch):
+    import os
+
+    from kerasbert import host
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert host.usable_cores() == 1  # a container limited to one core of 64
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert host.usable_cores() == 64  # no affinity call (macOS): the machine's count

@@ -7,7 +7,7 @@
                                                   and which run and weights it came from
 
     from kerasbert.lite import LiteModel          # imports no TensorFlow
-    LiteModel("exports/sst2-lite/1").predict(["a gripping film"])
+    LiteModel("exports/sst2-lite/1").predict("a gripping film")   # as kerasbert.load(run).predict
 
 Why a second export beside the SavedModel (kerasbert/export/saved_model.py, for TF
 Serving): a Python process serving the SavedModel must import TensorFlow, ~750 MB resident
@@ -116,7 +116,7 @@ def _check_answers(served, run):
 
     want = run.task.serving_answer(run).answer({"question": tf.constant(CHECK_QUESTIONS),
                                                 "context": tf.constant(CHECK_CONTEXTS)})
-    got = served.predict(list(CHECK_QUESTIONS), list(CHECK_CONTEXTS))
+    got = served.serve(list(CHECK_QUESTIONS), list(CHECK_CONTEXTS))
     same = ([a.decode() for a in want["answer"].numpy()] == got["answer"]
             and np.array_equal(want["start"].numpy(), got["start"])
             and np.array_equal(want["end"].numpy(), got["end"])
@@ -172,9 +172,7 @@ def export_run(run_dir, export_dir, version=None, registry=None, quantize="none"
     returns the version folder. `quantize`: one of QUANTIZATIONS (see `convert`)."""
     if quantize not in QUANTIZATIONS:
         raise InputError(f"--quantize={quantize}: expected one of {', '.join(QUANTIZATIONS)}")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                or version < 1):
-        raise InputError(f"--version={version}: must be a positive integer")
+    saved_model.check_version(version)
     lite._interpreter_class()  # a missing interpreter is said before any heavy work
     version = saved_model.next_version(export_dir) if version is None else version
     target = os.path.join(export_dir, str(version))
@@ -232,8 +230,7 @@ def main(argv=None):
                         flag_values=fv)
     flags.DEFINE_string("export_dir", None, "A local folder; the export goes to "
                         "<export_dir>/<version>/.", flag_values=fv)
-    flags.DEFINE_integer("version", None, "The version number. Default: one more than the "
-                         "highest existing version (1 for a new folder).", flag_values=fv)
+    saved_model.define_version_flag(fv)
     flags.DEFINE_enum("quantize", "none", QUANTIZATIONS, "none: float32, answers equal the "
                       "SavedModel's; dynamic_int8: int8 weight matrices (a quarter of the "
                       "size, faster matmuls; SST-2 accuracy −0.2 points in "
@@ -246,7 +243,7 @@ def main(argv=None):
         path = export_run(fv.run_dir, fv.export_dir, fv.version, quantize=fv.quantize)
         print(f"kerasbert: exported {fv.run_dir} to {path} (LiteRT)", flush=True)
         print(f"kerasbert: next: `from kerasbert.lite import LiteModel; "
-              f"LiteModel({path!r}).predict([...])` (see docs/guide/export-serving.md)",
+              f"LiteModel({path!r}).predict(...)` (see docs/guide/export-serving.md)",
               flush=True)
         return 0
 

@@ -299,6 +299,21 @@ def existing_versions(export_dir):
                   if re.fullmatch(r"\d+", name) and storage.isdir(os.path.join(export_dir, name)))
 
 
+def check_version(version):
+    """An InputError unless `version` is None (the next one) or a positive integer."""
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 1):
+        raise InputError(f"--version={version}: must be a positive integer")
+
+
+def define_version_flag(fv):
+    """The export commands' --version flag (this one's and kerasbert.export.litert's)."""
+    from absl import flags
+
+    flags.DEFINE_integer("version", None, "The version number. Default: one more than the "
+                         "highest existing version (1 for a new folder).", flag_values=fv)
+
+
 def next_version(export_dir):
     """One more than the highest numeric version folder; 1 in an empty or new folder."""
     return max(existing_versions(export_dir), default=0) + 1
@@ -319,9 +334,7 @@ def export_run(run_dir, export_dir, version=None, registry=None):
     loads numeric folders) never sees a half-written model, and a failed export leaves no
     version folder behind.
     """
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                or version < 1):
-        raise InputError(f"--version={version}: must be a positive integer")
+    check_version(version)
     version = next_version(export_dir) if version is None else version
     target = os.path.join(export_dir, str(version))
     if storage.exists(target):
@@ -372,8 +385,7 @@ def main(argv=None):
                         flag_values=fv)
     flags.DEFINE_string("export_dir", None, "The model base path TF Serving watches; the "
                         "export goes to <export_dir>/<version>/.", flag_values=fv)
-    flags.DEFINE_integer("version", None, "The version number. Default: one more than the "
-                         "highest existing version (1 for a new folder).", flag_values=fv)
+    define_version_flag(fv)
     flags.mark_flags_as_required(["run_dir", "export_dir"], flag_values=fv)
 
     def export(args):

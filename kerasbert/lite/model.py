@@ -2,10 +2,16 @@
 
     from kerasbert.lite import LiteModel
     model = LiteModel("exports/sst2-lite/1")          # model.tflite, vocab.txt, serving.json
-    model.predict(["a gripping film", "dull"])        # {"probabilities": [2, K], "label": [2]}
-    model.predict(["A man runs."], ["A person moves."])   # sentence-pair tasks
-    ner.predict(["John lives in Berlin ."])           # {"tags": [["B-PER", "O", ...]], "words": [...]}
-    squad.predict(["Who?"], ["Ada wrote it."])        # {"answer": ["Ada"], "start": [0], ...}
+    model.predict("a gripping film")                  # {"label": "1", "probabilities": {...}}
+    model.predict(["a gripping film", "dull"])        # a list of such dicts
+    mrpc.predict(("A man runs.", "A person moves."))  # pair tasks: (a, b) tuples
+    ner.predict("John lives in Berlin .")             # {"words": [...], "tags": ["B-PER", ...]}
+    squad.predict(("Who?", "Ada wrote it."))          # {"answer": "Ada", "score", "start", "end"}
+    model.serve(["a gripping film", "dull"])          # a server's batch: serving_default's arrays
+
+`predict` takes and gives what `kerasbert.load(run_dir).predict` does (FineTunedModel, the
+same run in TensorFlow); `serve(text_a, text_b=None)` takes columns (questions and contexts
+for SQuAD) and gives the SavedModel's serving_default outputs as arrays.
 
 What `python -m kerasbert.export.litert` writes: the run's encoder and head as a TFLite
 flatbuffer (token ids in, the head's outputs out), its vocabulary, and serving.json (the
@@ -26,6 +32,7 @@ import os
 
 import numpy as np
 
+from kerasbert import host
 from kerasbert.lite import spans
 from kerasbert.lite.wordpiece import WordPiece, read_vocab
 from kerasbert.word_windows import best_windows, windows
@@ -64,9 +71,9 @@ def pack(wordpiece, ids_a, ids_b, max_seq_length):
 
 
 class LiteModel:
-    """A LiteRT export: `predict(text_a, text_b=None)` answers as serving_default does.
-    `num_threads`: the interpreter's threads (default: one per usable core, as TensorFlow
-    and PyTorch use)."""
+    """A LiteRT export: `predict` answers as FineTunedModel.predict does, `serve` as the
+    SavedModel's serving_default. `num_threads`: the interpreter's threads (default: one
+    per usable core, as TensorFlow and PyTorch use)."""
 
     def __init__(self, path, num_threads=None):
         serving_file = os.path.join(path, SERVING_FILE)
@@ -93,8 +100,7 @@ class LiteModel:
             self.version_2 = bool(self.serving["version_2"])
             self.threshold = float(self.serving["null_score_diff_threshold"])
         if num_threads is None:
-            num_threads = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                           else os.cpu_count() or 1)
+            num_threads = host.usable_cores()
         interpreter = _interpreter_class()(model_path=os.path.join(path, MODEL_FILE),
                                            num_threads=num_threads)
         self._run = interpreter.get_signature_runner("serving_default")
@@ -142,18 +148,18 @@ class LiteModel:
     def _check(self, text_a, text_b):
         """One clear error for a request that does not fit the export."""
         if isinstance(text_a, str) or isinstance(text_b, str):
-            raise LiteError("predict takes a list of texts, not one string")
+            raise LiteError("serve takes lists of texts, not one string (predict takes one)")
         if self.kind == "tagging":
             if text_b is not None:
-                raise LiteError(f"{self.task} tags single texts: predict(texts)")
+                raise LiteError(f"{self.task} tags single texts: serve(texts)")
             return
         if self.kind == "span" and text_b is None:
             raise LiteError(f"{self.task} answers questions about contexts: "
-                            "predict(questions, contexts)")
+                            "serve(questions, contexts)")
         if self.kind != "span" and self.sentence_pair != (text_b is not None):
-            raise LiteError(f"{self.task} takes " + ("text pairs: predict(text_a, text_b)"
+            raise LiteError(f"{self.task} takes " + ("text pairs: serve(text_a, text_b)"
                                                      if self.sentence_pair else
-                                                     "single texts: predict(texts)"))
+                                                     "single texts: serve(texts)"))
         if text_b is not None and len(text_b) != len(text_a):
             raise LiteError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
 
@@ -170,15 +176,65 @@ class LiteModel:
                                   None if text_b is None else self.wordpiece.ids(text_b[i]),
                                   self.max_seq_length) for i, a in enumerate(text_a)])
 
-    def predict(self, text_a, text_b=None):
-        """classification: {"probabilities": float32 [n, K], "label": [n] str};
-        regression: {"score": float32 [n]}; tagging (whitespace words): {"tags": [n] lists
-        of tags, "words": [n] lists of words}; span, predict(questions, contexts):
-        {"answer": [n] str ("" for none), "score": float32 [n], "start"/"end": int32 [n]
-        character offsets in the context (end exclusive, -1 for ""), v2 also "null_odds"}."""
+    @property
+    def input_names(self):
+        """What one example holds, in order (as FineTunedModel.input_names)."""
+        if self.kind == "tagging":
+            return ("text",)
+        if self.kind == "span":
+            return ("question", "context")
+        return ("text_a", "text_b") if self.sentence_pair else ("text_a",)
+
+    def predict(self, texts):
+        """Answers for one example or a list of them, as `kerasbert.load(run).predict`: a
+        text (a str), or for pair tasks an (a, b) tuple and for SQuAD (question, context).
+        Per example a dict: classification {"label", "probabilities": {label: p}},
+        regression {"score"}, tagging {"words", "tags"}, span {"answer", "score", "start",
+        "end"} (v2 also "null_odds"). One example in, one dict out."""
+        names = self.input_names
+        single = isinstance(texts, str) or (
+            len(names) > 1 and isinstance(texts, tuple) and len(texts) == len(names)
+            and isinstance(texts[0], str))
+        examples = [texts] if single else list(texts)
+        if not examples:
+            return []
+        columns = [[] for _ in names]
+        for i, example in enumerate(examples):
+            parts = (example,) if isinstance(example, str) else tuple(example)
+            if len(parts) != len(names) or (len(names) == 1 and not isinstance(example, str)):
+                raise LiteError(f"predict: example {i} is {example!r}; the {self.task} model "
+                                f"takes {' and '.join(names)} per example")
+            for column, part in zip(columns, parts):
+                column.append(part)
+        outputs = self.serve(*columns)
+        answers = [self._one(outputs, i) for i in range(len(examples))]
+        return answers[0] if single else answers
+
+    def _one(self, outputs, i):
+        """Example i of serve's outputs as FineTunedModel.predict gives it."""
+        if self.kind == "classification":
+            return {"label": outputs["label"][i],
+                    "probabilities": {str(label): float(p) for label, p
+                                      in zip(self.labels, outputs["probabilities"][i])}}
+        if self.kind == "tagging":
+            return {"words": outputs["words"][i], "tags": outputs["tags"][i]}
+        if self.kind == "span":
+            return {"answer": outputs["answer"][i], "score": float(outputs["score"][i]),
+                    "start": int(outputs["start"][i]), "end": int(outputs["end"][i]),
+                    **({"null_odds": float(outputs["null_odds"][i])} if self.version_2
+                       else {})}
+        return {"score": float(outputs["score"][i])}
+
+    def serve(self, text_a, text_b=None):
+        """A batch as columns (lists of texts; SQuAD: questions, contexts), answered as the
+        SavedModel's serving_default answers: classification {"probabilities": float32
+        [n, K], "label": [n] str}; regression {"score": float32 [n]}; tagging (whitespace
+        words) {"tags": [n] lists of tags, "words": [n] lists of words}; span {"answer": [n]
+        str ("" for none), "score": float32 [n], "start"/"end": int32 [n] character offsets
+        in the context (end exclusive, -1 for ""), v2 also "null_odds"}."""
         self._check(text_a, text_b)
         if len(text_a) == 0:
-            raise LiteError("predict: no texts")
+            raise LiteError("serve: no texts")
         if self.kind == "tagging":
             return self._tag(text_a)
         if self.kind == "span":

@@ -55,7 +55,7 @@ def test_tags_equal_the_saved_model_s_for_every_word(exported, tmp_path):
     saved = saved_model.export_run(run_dir, str(tmp_path / "saved"))
     serve = tf.saved_model.load(saved).signatures["serving_default"]
     want = serve(text=tf.constant(SENTENCES))
-    served = LiteModel(path).predict(SENTENCES)
+    served = LiteModel(path).serve(SENTENCES)
     for i, sentence in enumerate(SENTENCES):
         n = int(want["num_words"][i])
         assert served["words"][i] == sentence.split()
@@ -69,14 +69,14 @@ def test_served_answers_equal_the_trained_model_s(exported, name):
     run = saved_model.load_run(run_dir)
     inputs = _inputs(run)
     _, expected = _reference(run, inputs)
-    served = LiteModel(path).predict(inputs["text_a"], inputs.get("text_b"))
+    served = LiteModel(path).serve(inputs["text_a"], inputs.get("text_b"))
     assert set(served) == set(expected)
     for key, want in expected.items():
         if key == "label":
             assert served[key] == want
         else:
             np.testing.assert_allclose(served[key], want, atol=ATOL)
-    one_by_one = [LiteModel(path).predict([a], None if "text_b" not in inputs
+    one_by_one = [LiteModel(path).serve([a], None if "text_b" not in inputs
                                           else [inputs["text_b"][i]])
                   for i, a in enumerate(inputs["text_a"])]
     key = "score" if name == "stsb" else "probabilities"
@@ -107,7 +107,7 @@ def test_a_server_process_imports_no_tensorflow(exported, name):
         import json, sys
         from kerasbert.lite import LiteModel
         out = LiteModel({path!r}).predict(["a fine film", "dull"])
-        out = out.get("label") or out["tags"]
+        out = [x.get("label") or x["tags"] for x in out]
         heavy = sorted(m for m in sys.modules if m.split(".")[0] in (
             "tensorflow", "keras", "keras_hub", "tensorflow_text", "scipy", "sklearn", "pandas"))
         print(json.dumps({{"label": out, "heavy": heavy}}))
@@ -120,10 +120,12 @@ def test_a_server_process_imports_no_tensorflow(exported, name):
 
 def test_a_tagging_export_takes_single_texts(exported):
     ner = LiteModel(exported["conll2003"][1])
-    with pytest.raises(LiteError, match=r"tags single texts: predict\(texts\)"):
-        ner.predict(["a"], ["b"])
-    with pytest.raises(LiteError, match="a list of texts, not one string"):
-        ner.predict("John lives here")
+    with pytest.raises(LiteError, match=r"tags single texts: serve\(texts\)"):
+        ner.serve(["a"], ["b"])
+    with pytest.raises(LiteError, match="lists of texts, not one string"):
+        ner.serve("John lives here")
+    with pytest.raises(LiteError, match="takes text per example"):
+        ner.predict([("John", "Berlin")])
 
 
 def test_other_kinds_are_refused_before_anything_is_written(tmp_path):
@@ -157,15 +159,50 @@ def test_a_failed_check_leaves_no_version_folder(exported, tmp_path, monkeypatch
 
 def test_requests_that_do_not_fit_get_one_clear_error(exported, tmp_path):
     single, pairs = LiteModel(exported["sst2"][1]), LiteModel(exported["mrpc"][1])
-    with pytest.raises(LiteError, match="a list of texts, not one string"):
-        single.predict("a fine film")
-    with pytest.raises(LiteError, match=r"single texts: predict\(texts\)"):
-        single.predict(["a"], ["b"])
-    with pytest.raises(LiteError, match=r"text pairs: predict\(text_a, text_b\)"):
-        pairs.predict(["a"])
+    with pytest.raises(LiteError, match="lists of texts, not one string"):
+        single.serve("a fine film")
+    with pytest.raises(LiteError, match=r"single texts: serve\(texts\)"):
+        single.serve(["a"], ["b"])
+    with pytest.raises(LiteError, match=r"text pairs: serve\(text_a, text_b\)"):
+        pairs.serve(["a"])
     with pytest.raises(LiteError, match="text_a has 2 texts but text_b has 1"):
-        pairs.predict(["a", "b"], ["c"])
+        pairs.serve(["a", "b"], ["c"])
     with pytest.raises(LiteError, match="no texts"):
-        single.predict([])
+        single.serve([])
+    with pytest.raises(LiteError, match="example 1 is 'b'; the mrpc model takes text_a and "
+                       "text_b per example"):
+        pairs.predict([("a", "b"), "b"])
+    assert single.predict([]) == []
     with pytest.raises(LiteError, match="serving.json: missing"):
         LiteModel(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_predict_answers_as_the_python_api_does(exported, name):
+    """`LiteModel.predict` takes and gives what `kerasbert.load(run).predict` does (the
+    same run in TensorFlow): one example, a list, pairs as (a, b) tuples."""
+    import kerasbert
+
+    run_dir, path = exported[name]
+    tf_model, lite = kerasbert.load(run_dir), LiteModel(path)
+    if name == "conll2003":
+        examples = SENTENCES
+    elif lite.sentence_pair:  # mrpc, stsb
+        examples = list(zip(TEXTS_A, TEXTS_B))
+    else:
+        examples = list(TEXTS_A)
+    want, got = tf_model.predict(examples), lite.predict(examples)
+    assert len(got) == len(want) == len(examples)
+    for w, g in zip(want, got):
+        assert set(g) == set(w)
+        for key in w:
+            if key == "probabilities":
+                assert set(g[key]) == set(w[key])
+                np.testing.assert_allclose([g[key][k] for k in w[key]], list(w[key].values()),
+                                           atol=ATOL)
+            elif key == "score":
+                assert g[key] == pytest.approx(w[key], abs=ATOL)
+            else:
+                assert g[key] == w[key]
+    one = lite.predict(examples[0])  # one example in, one dict out
+    assert isinstance(one, dict) and one.keys() == got[0].keys()

@@ -44,7 +44,7 @@ def exported(tmp_path_factory):
 def test_served_answers_equal_the_runs_own_decoder(exported, name):
     e = exported[name]
     decoded, ids = e.expected
-    out = LiteModel(e.path).predict(e.questions, e.contexts)
+    out = LiteModel(e.path).serve(e.questions, e.contexts)
     assert out["answer"] == [decoded.predictions[i] for i in ids]
     if name == "squad_v1":
         assert sum(1 for a in out["answer"] if a) >= 3  # real spans, not all ""
@@ -70,7 +70,7 @@ def test_answers_equal_the_saved_model_s_offsets_included(exported, name, tmp_pa
     saved = saved_model.export_run(e.run.run_dir, str(tmp_path / "saved"))
     serve = tf.saved_model.load(saved).signatures["serving_default"]
     want = serve(question=tf.constant(e.questions), context=tf.constant(e.contexts))
-    got = LiteModel(e.path).predict(e.questions, e.contexts)
+    got = LiteModel(e.path).serve(e.questions, e.contexts)
     assert got["answer"] == [a.decode() for a in want["answer"].numpy()]
     assert got["start"].tolist() == want["start"].numpy().tolist()
     assert got["end"].tolist() == want["end"].numpy().tolist()
@@ -86,9 +86,9 @@ def test_answers_equal_the_saved_model_s_offsets_included(exported, name, tmp_pa
 def test_one_question_at_a_time_gives_the_batch_s_answers(exported):
     e = exported["squad_v2"]
     model = LiteModel(e.path)
-    batch = model.predict(e.questions, e.contexts)
+    batch = model.serve(e.questions, e.contexts)
     for i, (q, c) in enumerate(zip(e.questions, e.contexts)):
-        one = model.predict([q], [c])
+        one = model.serve([q], [c])
         assert one["answer"] == [batch["answer"][i]]
         assert one["score"][0] == pytest.approx(batch["score"][i], abs=1e-4)
 
@@ -107,10 +107,10 @@ def test_a_span_server_process_imports_no_tensorflow(exported):
     script = textwrap.dedent(f"""
         import json, sys
         from kerasbert.lite import LiteModel
-        out = LiteModel({path!r}).predict(["Who wrote it?"], ["Ada Lovelace wrote it."])
+        out = LiteModel({path!r}).predict([("Who wrote it?", "Ada Lovelace wrote it.")])
         heavy = sorted(m for m in sys.modules if m.split(".")[0] in (
             "tensorflow", "keras", "keras_hub", "tensorflow_text", "scipy", "sklearn", "pandas"))
-        print(json.dumps({{"answer": out["answer"], "heavy": heavy}}))
+        print(json.dumps({{"answer": [x["answer"] for x in out], "heavy": heavy}}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=True, timeout=120)
@@ -120,12 +120,14 @@ def test_a_span_server_process_imports_no_tensorflow(exported):
 
 def test_span_requests_that_do_not_fit_get_one_clear_error(exported):
     model = LiteModel(exported["squad_v1"].path)
-    with pytest.raises(LiteError, match=r"predict\(questions, contexts\)"):
-        model.predict(["Who?"])
+    with pytest.raises(LiteError, match=r"serve\(questions, contexts\)"):
+        model.serve(["Who?"])
     with pytest.raises(LiteError, match="text_a has 2 texts but text_b has 1"):
-        model.predict(["Who?", "What?"], ["Ada."])
+        model.serve(["Who?", "What?"], ["Ada."])
     with pytest.raises(LiteError, match="not one string"):
-        model.predict(["Who?"], "Ada.")
+        model.serve(["Who?"], "Ada.")
+    with pytest.raises(LiteError, match="takes question and context per example"):
+        model.predict(["Who?"])
 
 
 def test_a_span_task_with_its_own_decoding_is_refused(exported, tmp_path, monkeypatch):
@@ -137,3 +139,18 @@ def test_a_span_task_with_its_own_decoding_is_refused(exported, tmp_path, monkey
     with pytest.raises(InputError, match="decodes its own answers.*export.saved_model"):
         litert.export_run(exported["squad_v1"].run.run_dir, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["squad_v1", "squad_v2"])
+def test_predict_answers_as_the_python_api_does(exported, name):
+    import kerasbert
+
+    e = exported[name]
+    examples = list(zip(e.questions, e.contexts))
+    want = kerasbert.load(e.run.run_dir).predict(examples)
+    got = LiteModel(e.path).predict(examples)
+    for w, g in zip(want, got):
+        assert set(g) == set(w)
+        assert (g["answer"], g["start"], g["end"]) == (w["answer"], w["start"], w["end"])
+        assert g["score"] == pytest.approx(w["score"], abs=1e-4)
+    assert LiteModel(e.path).predict(examples[0])["answer"] == want[0]["answer"]
