@@ -35,10 +35,12 @@ recorded with the numbers.
 (--init_checkpoint, e.g. a tiny random HF folder as the tests make), length 32, a 1 MB
 reading file: the whole pipeline in a minute or two (tests/test_bench_tools.py).
 
---render=FILE --from=JSON rewrites the block between `<!-- bench_all:begin -->` and
-`<!-- bench_all:end -->` in FILE with the table of JSON (without --from: the
-"not yet measured" block); tests/test_bench_tools.py checks README.md's block is the
-rendering of docs/experiments/bench_all.json.
+--render=FILE[,FILE] --from=JSON[,JSON] rewrites the block between `<!-- bench_all:begin -->`
+(the full table) or `<!-- bench_all:begin summary -->` (one line per row and server, the
+ratios only) and `<!-- bench_all:end -->` in each FILE with the table of the JSON files,
+oldest first, each item from the newest that has it (without --from: the "not yet
+measured" block); tests/test_bench_all.py checks that README.md's and
+docs/experiments/speed-and-memory.md's blocks are the rendering of README_SOURCES.
 """
 
 import argparse
@@ -93,16 +95,24 @@ QUICK_RECIPE = ["--max_train_examples=32", "--max_eval_examples=32", "--max_seq_
                 "--num_train_epochs=1", "--train_batch_size=8"]
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",
              "amx_tile")
+# A page's block: the full table (every item, both sides' medians, the per-round ratios),
+# or with "summary" one line per row and server, the ratios only (the README's).
 BEGIN, END = "<!-- bench_all:begin -->", "<!-- bench_all:end -->"
+SUMMARY_BEGIN = "<!-- bench_all:begin summary -->"
+STYLES = {BEGIN: "full", SUMMARY_BEGIN: "summary"}
 COMMAND = ("python -m benchmarks.bench_all --data_root=../shared/data "
            "--torch_python=$KERASBERT_TORCH_PYTHON --work_dir=/tmp/bench_all "
            "--json=docs/experiments/bench_all.json")
-# The README's table: every measurement kept, each row from the newest one that has it (a
-# later run of some rows, e.g. after a change to evaluation, replaces only those rows).
+# The README's table: every measurement kept, each item (a row's task or quantity) from the
+# newest one that has it (a later run of some rows or tasks replaces only those items).
 README_SOURCES = ("docs/experiments/bench_all.json", "docs/experiments/bench_all-2.json",
-                  "docs/experiments/bench_all-3.json")
-RENDER_COMMAND = ("python -m benchmarks.bench_all --render=README.md "
-                  "--from=" + ",".join(README_SOURCES))
+                  "docs/experiments/bench_all-3.json", "docs/experiments/bench_all-4.json",
+                  "docs/experiments/bench_all-5.json", "docs/experiments/bench_all-6.json")
+# The pages that show them: the README's summary, the speed page's full table.
+RENDER_PAGES = ("README.md", "docs/experiments/speed-and-memory.md")
+FULL_TABLE = "docs/experiments/speed-and-memory.md#the-full-table"  # linked from the README
+RENDER_COMMAND = ("python -m benchmarks.bench_all --render=" + ",".join(RENDER_PAGES)
+                  + " --from=" + ",".join(README_SOURCES))
 
 
 class BenchError(Exception):
@@ -134,8 +144,7 @@ def host_record(torch_python):
         if probe.returncode == 0:
             versions.update(json.loads(probe.stdout.strip().splitlines()[-1]))
     return {"cpu": cpu["model"], "isa": cpu["isa"], "cores": os.cpu_count(),
-            "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count(),
+            "affinity": host.usable_cores(),
             "versions": versions,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
 
@@ -363,35 +372,68 @@ def _number(x):
     return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}"
 
 
-def render(data):
+def render(data, style="full"):
     """The Markdown block (between the markers) for bench_all's JSON, or a list of them
-    (oldest first: each row from the newest that has it, see render_many), or, for None,
-    the block that says how to make it."""
+    (oldest first: each item from the newest that has it, see render_many), or, for None,
+    the block that says how to make it. `style`: "full" or "summary" (see STYLES)."""
     if isinstance(data, list):
-        return render_many(data)
+        return render_many(data, style)
     if data is None:
         return (f"Not yet measured: `{COMMAND}` on a quiet machine, then `{RENDER_COMMAND}` "
                 "writes the table here (kerasbert vs HuggingFace + PyTorch: fine-tuning "
                 "memory, serving, training step, first step, reading memory, evaluation "
                 "seconds).\n")
-    return _header(data) + "\n\n" + _table([(row, data["rows"][row], "") for row in ROWS
-                                           if row in data["rows"]])
+    entries = [(row, data["rows"][row], "") for row in ROWS if row in data["rows"]]
+    if style == "summary":
+        return _summary_header([("", data)]) + "\n\n" + _summary(entries)
+    return _header(data) + "\n\n" + _table(entries)
 
 
-def render_many(datas):
-    """One table from several measurements (oldest first): each row from the newest that
-    measured it, marked [k]; above it one line per measurement, its host and command."""
+def render_many(datas, style="full"):
+    """One table from several measurements (oldest first): each item (a row's task or
+    quantity) from the newest that measured it, marked [k], so a later run of some tasks
+    replaces only theirs; above it one line per measurement, its host and command."""
     if len(datas) == 1:
-        return render(datas[0])
-    newest = {row: k for k, data in enumerate(datas, 1) for row in data["rows"]}
-    header = "\n\n".join(
-        f"[{k}] {', '.join(ROW_TITLES[r] for r in ROWS if newest.get(r) == k)}: "
-        + _header(data) for k, data in enumerate(datas, 1) if k in newest.values())
-    return header + "\n\n" + _table([(row, datas[newest[row] - 1]["rows"][row],
-                                       f" [{newest[row]}]") for row in ROWS if row in newest])
+        return render(datas[0], style)
+    chosen, errors = {}, {}  # row -> {item name: (k, item)}; row -> (k, its failed entry)
+    for k, data in enumerate(datas, 1):
+        for row, entry in data["rows"].items():
+            if "error" in entry:
+                errors[row] = (k, entry)
+                continue
+            items = chosen.setdefault(row, {})
+            for it in entry["items"]:
+                items[it["name"]] = (k, it)  # a name seen before keeps its place
+    entries, supplied = [], {}  # supplied: k -> what it gives, in the table's order
+    for row in ROWS:
+        if row in chosen:
+            items = dict(sorted(chosen[row].items(), key=lambda pair: _task_order(pair[0])))
+            for name, (k, it) in items.items():
+                entries.append((row, {"items": [it]}, f" [{k}]"))
+            for k in dict.fromkeys(k for k, _ in items.values()):
+                names = [name for name, (j, _) in items.items() if j == k]
+                partial = f" ({', '.join(names)})" if len(names) < len(items) else ""
+                supplied.setdefault(k, []).append(ROW_TITLES[row] + partial)
+        elif row in errors:
+            k, entry = errors[row]
+            entries.append((row, entry, f" [{k}]"))
+            supplied.setdefault(k, []).append(ROW_TITLES[row])
+    if style == "summary":  # the sources' rows are in the table's marks: the hosts only
+        header = _summary_header([(f"[{k}]", datas[k - 1]) for k in sorted(supplied)])
+    else:
+        header = "\n\n".join(f"[{k}] {', '.join(supplied[k])}: " + _header(datas[k - 1])
+                              for k in sorted(supplied))
+    return header + "\n\n" + (_summary if style == "summary" else _table)(entries)
 
 
-def _header(data):
+def _task_order(item_name):
+    """Items of one row grouped by task, in TASKS' order (stable: others keep theirs, last)."""
+    task = item_name.split(":")[0].split(" (")[0]
+    return list(TASKS).index(task) if task in TASKS else len(TASKS)
+
+
+def _host_text(data):
+    """Where and how a measurement ran: date, CPU, ISA, versions, rounds."""
     host = data["host"]
     known = [f for f in ISA_FLAGS if f in host["isa"]]  # the JSON keeps its keys sorted
     order = known + sorted(f for f in host["isa"] if f not in known)
@@ -400,8 +442,22 @@ def _header(data):
     return (f"{host['date'][:10]}, {host['cpu']} ({host['cores']} cores; {isa}); "
             f"TensorFlow {v['tensorflow']}, Keras {v['keras']}, torch {v['torch']}, "
             f"transformers {v['transformers']}; {data['settings']['rounds']} round(s), sides "
-            "alternating; medians over rounds. Ratio: kerasbert / HF per round, median "
-            "(min–max). Made by `" + data["settings"]["command"] + "`.")
+            "alternating")
+
+
+def _header(data):
+    return (_host_text(data) + "; medians over rounds. Ratio: kerasbert / HF per round, "
+            "median (min–max). Made by `" + data["settings"]["command"] + "`.")
+
+
+def _summary_header(marked):
+    """The summary's one line per host: [(mark, data)] of the measurements it shows."""
+    hosts = {}
+    for mark, data in marked:
+        hosts.setdefault(_host_text(data), []).append(mark)
+    return "\n\n".join(f"{', '.join(marks)}{': ' if marks[0] else ''}{text}. The commands, "
+                        "both sides' values and each round's ratio: [the full table]"
+                        f"({FULL_TABLE})." for text, marks in hosts.items())
 
 
 def _table(entries):
@@ -425,20 +481,83 @@ def _table(entries):
     return "\n".join(lines) + "\n"
 
 
+def _summary_parts(row, name):
+    """(line, label) of an item in the summary: serving gets a line per task and server
+    ("sst2 (SavedModel)", "sst2 (LiteRT)"), every other row one line."""
+    if row != "serving":
+        return "", name
+    group, label = name.split(": ", 1)
+    return (group if "(" in group else f"{group} (SavedModel)"), label
+
+
+def _summary_value(it):
+    what = it["target"][0]
+    if what == "ratio":
+        return "not measured" if it["ratio_median"] is None else f"{it['ratio_median']:.2f}"
+    value = _number(it["kerasbert_median"])
+    return value + ("×" if it["unit"] == "×" else f" {it['unit']}")
+
+
+def _summary(entries):
+    """One line per row (and per task and server for serving): each item's median ratio
+    kerasbert / HF (or its value, for a target on kerasbert's value alone), the targets and
+    how many are met."""
+    lines = ["| row | server | kerasbert ÷ HF, median of the rounds (or the value) | "
+             "target | met |", "|---|---|---|---|---|"]
+    groups = {}  # (row, line) -> [(label, item, mark)], in the table's order
+    for row, entry, mark in entries:
+        if "error" in entry:
+            lines.append(f"| {ROW_TITLES[row]}{mark} | | failed: {entry['error'][:120]} | | |")
+            continue
+        for it in entry["items"]:
+            line, label = _summary_parts(row, it["name"])
+            groups.setdefault((row, line), []).append((label, it, mark))
+    for (row, line), members in groups.items():
+        marks = {mark for _, _, mark in members}
+        shared = marks.pop() if len(marks) == 1 else ""
+        cells = ", ".join(f"{label} {_summary_value(it)}{'' if shared else mark}"
+                          for label, it, mark in members)
+        targets = [target_text(it["target"]) for _, it, _ in members]
+        common = max(set(targets), key=targets.count)
+        others = [f"{label}: {t}" for (label, _, _), t in zip(members, targets) if t != common]
+        target = common + (f" ({', '.join(others)})" if others else "")
+        verdicts = [it["verdict"] for _, it, _ in members]
+        measured = [v for v in verdicts if v != "not measured"]
+        met = (verdicts[0] if len(verdicts) == 1 else
+               f"{measured.count('met')} of {len(measured)}"
+               + (f" ({len(verdicts) - len(measured)} not measured)"
+                  if len(measured) < len(verdicts) else ""))
+        lines.append(f"| {ROW_TITLES[row]}{shared} | {line} | {cells} | {target} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def _find_block(text):
+    """(where the marker starts, where it ends, where END starts, the block's style)."""
+    for marker, style in STYLES.items():
+        start = text.find(marker)
+        if start >= 0:
+            end = text.find(END, start)
+            if end >= 0:
+                return start, start + len(marker), end, style
+    raise ValueError(f"no {BEGIN} (or {SUMMARY_BEGIN}) … {END} block")
+
+
+def style_of(text):
+    """The style the page's block asks for: "full" or "summary"."""
+    return _find_block(text)[3]
+
+
 def replace_block(text, block):
-    """`text` with the part between BEGIN and END replaced by `block`."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {BEGIN} … {END} block")
-    return text[:start + len(BEGIN)] + "\n" + block + text[end:]
+    """`text` with the part between its begin marker and END replaced by `block`."""
+    _, content, end, _ = _find_block(text)
+    return text[:content] + "\n" + block + text[end:]
 
 
 def block_of(text):
-    """The part of `text` between BEGIN and END, without the newline after BEGIN."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {BEGIN} … {END} block")
-    return text[start + len(BEGIN) + 1:end]
+    """The part of `text` between its begin marker and END, without the newline after the
+    marker."""
+    _, content, end, _ = _find_block(text)
+    return text[content + 1:end]
 
 
 # --- The command ----------------------------------------------------------------------------
@@ -466,10 +585,12 @@ def parse_args(argv=None):
     p.add_argument("--markdown", default=None, help="default: <work_dir>/bench_all.md")
     add_torch_python_flag(p, "the HuggingFace side; without it its columns say not measured")
     p.add_argument("--render", default=None, metavar="FILE",
-                   help="rewrite FILE's bench_all block from --from (or 'not yet measured')")
+                   help="rewrite the bench_all block of FILE (or of several, comma-separated) "
+                   "from --from (or 'not yet measured'); a block opened by "
+                   f"'{SUMMARY_BEGIN}' gets the summary, one by '{BEGIN}' the full table")
     p.add_argument("--from", dest="source", default=None, metavar="JSON",
                    help="with --render: bench_all's JSON, or several, comma-separated and "
-                   "oldest first (each row from the newest that has it)")
+                   "oldest first (each item of a row from the newest that has it)")
     return p.parse_args(argv)
 
 
@@ -579,7 +700,7 @@ def render_file(path, source):
         text = f.read()
     from kerasbert.io_utils import atomic_write_text
 
-    atomic_write_text(path, replace_block(text, render(data)))
+    atomic_write_text(path, replace_block(text, render(data, style_of(text))))
     print(f"bench_all: {path}: the bench_all block "
           + (f"rendered from {source}" if source else "says not yet measured"))
 
@@ -594,10 +715,11 @@ def main(argv=None):
         for source in (args.source or "").split(","):
             if source and not os.path.isfile(source):
                 p_error(f"--from={source}: no such file")
-        try:
-            render_file(args.render, args.source)
-        except (OSError, ValueError) as e:
-            p_error(f"--render={args.render}: {e}")
+        for page in args.render.split(","):
+            try:
+                render_file(page, args.source)
+            except (OSError, ValueError) as e:
+                p_error(f"--render={page}: {e}")
         return 0
     if args.source:
         p_error("--from: only with --render")

@@ -84,17 +84,37 @@ def test_the_table_shows_medians_ratios_targets_and_what_was_not_measured():
                           "| Training step, batch 32", "| Reading a training file in memory"]
 
 
-def test_the_readme_block_is_the_rendering_of_the_committed_json():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
+@pytest.mark.parametrize("page", bench_all.RENDER_PAGES)
+def test_the_pages_blocks_are_the_rendering_of_the_committed_json(page):
+    """README.md's summary and the speed page's full table, both from README_SOURCES."""
+    with open(os.path.join(ROOT, *page.split("/")), encoding="utf-8") as f:
+        text = f.read()
     data = []
     for path in COMMITTED:
         with open(path, encoding="utf-8") as f:
             data.append(json.load(f))
-    assert bench_all.block_of(readme) == bench_all.render(data), (
-        f"README.md's bench_all block is stale: run `{bench_all.RENDER_COMMAND}`"
-        if data else "README.md's bench_all block: run python -m benchmarks.bench_all "
-        "--render=README.md")
+    assert bench_all.style_of(text) == ("summary" if page == "README.md" else "full")
+    assert bench_all.block_of(text) == bench_all.render(data, bench_all.style_of(text)), (
+        f"{page}'s bench_all block is stale: run `{bench_all.RENDER_COMMAND}`")
+
+
+def test_the_summary_gives_one_line_per_row_and_server_with_the_ratios():
+    serving = [bench_all.summarize(bench_all.item(f"sst2{label}: {name}", unit, [k], [2.0],
+                                                  ("ratio", op, 1.0)))
+               for label, k in (("", 3.0), (" (LiteRT)", 1.0))
+               for name, _, unit, op in bench_all.SERVING_QUANTITIES]
+    rows = {"serving": {"items": serving},
+            "first_step": {"items": [bench_all.summarize(bench_all.item(
+                "length 128: loaded → 1st step done", "s", [2.5], [1.5], ("value", "<=", 3.0)))]}}
+    text = bench_all.render(_data(rows), "summary")
+    lines = [line for line in text.splitlines() if line.startswith("| ")][1:]
+    assert lines[0] == ("| Serving from raw text | sst2 (SavedModel) | peak RSS 1.50, batch-1 p50 "
+                        "1.50, batch-1 p99 1.50, batch texts/s 1.50, start → first answer 1.50 "
+                        "| ≤ HF (batch texts/s: ≥ HF) | 1 of 5 |")
+    assert lines[1].endswith("| 4 of 5 |") and "sst2 (LiteRT)" in lines[1]
+    assert lines[2] == ("| First step after load |  | length 128: loaded → 1st step done 2.50 s "
+                        "| ≤ 3 | met |")
+    assert "[the full table](docs/experiments/speed-and-memory.md#the-full-table)" in text
 
 
 def test_render_rewrites_only_the_block(tmp_path):
@@ -194,3 +214,20 @@ def test_several_measurements_render_each_row_from_the_newest():
     assert text.startswith("[1] Reading a training file in memory: ")
     assert "\n\n[2] Evaluation seconds: " in text
     assert bench_all.render([newer]) == bench_all.render(newer)
+
+
+def test_a_later_run_of_some_tasks_replaces_only_their_items():
+    def eval_items(**seconds):
+        return {"eval_seconds": {"items": [bench_all.summarize(bench_all.item(
+            task, "s", [value], [3.0], ("ratio", "<=", 1.0))) for task, value in seconds.items()]}}
+
+    older = _data(eval_items(conll2003=4.0, sst2=5.0, mrpc=6.0))
+    newer = _data(eval_items(conll2003=2.0))
+    text = bench_all.render([older, newer])
+    rows = [line for line in text.splitlines() if line.startswith("| Evaluation seconds")]
+    assert [r.split(" | ")[:3] for r in rows] == [  # grouped in TASKS' order
+        ["| Evaluation seconds [1]", "sst2 (s)", "5.00"],
+        ["| Evaluation seconds [1]", "mrpc (s)", "6.00"],
+        ["| Evaluation seconds [2]", "conll2003 (s)", "2.00"]]
+    assert text.startswith("[1] Evaluation seconds (sst2, mrpc): ")
+    assert "\n\n[2] Evaluation seconds (conll2003): " in text
