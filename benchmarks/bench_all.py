@@ -14,7 +14,8 @@ theirs; this module only schedules, collects and compares):
   serving           serving the SST-2, SQuAD and CoNLL runs (benchmarks.bench_serving):
                     peak RSS and start → first answer ≤ HF, batch-1 p50 and p99 ≤ HF,
                     batch-32 texts/s ≥ HF; the SavedModel (lean TensorFlow process) and
-                    the LiteRT export (no TensorFlow) each get these rows
+                    the LiteRT export (no TensorFlow; float32 and int8 weights) each get
+                    these rows
   training_step     one full fine-tuning step at each of --lengths, batch 32
                     (benchmarks.bench_training, kerasbert's graph-mode step): throughput
                     ≥ 1.15 × PyTorch's
@@ -215,7 +216,7 @@ def run_parity(args, task, log_dir, with_hf=True):
 def run_serving(args, runs, round_index, log_dir):
     work = os.path.join(args.work_dir, f"serving-round-{round_index}")
     flags = [f"--run_dirs={','.join(runs)}", f"--work_dir={work}", "--rounds=1",
-             "--tf_servers=lean,litert"]
+             "--tf_servers=lean,litert,litert_int8"]
     if args.quick:
         flags += ["--requests=10", "--warmup=1", "--batch_size=8", "--batches=2",
                   "--max_texts=64"]
@@ -280,8 +281,11 @@ SERVING_QUANTITIES = (  # (name, key in bench_serving's results, unit, op)
 
 
 # bench_serving's kerasbert servers in the table: the SavedModel (TF Serving's export, served
-# by a lean TensorFlow process) and the LiteRT export (no TensorFlow).
-SERVING_SIDES = (("kerasbert", ""), ("kerasbert litert", " (LiteRT)"))
+# by a lean TensorFlow process) and the LiteRT export (no TensorFlow), float32 and with int8
+# weights (--quantize=dynamic_int8: faster, answers no longer the SavedModel's; its accuracy
+# cost is measured in docs/experiments/speed-and-memory.md).
+SERVING_SIDES = (("kerasbert", ""), ("kerasbert litert", " (LiteRT)"),
+                 ("kerasbert litert_int8", " (LiteRT int8)"))
 
 
 def serving_items(rounds):

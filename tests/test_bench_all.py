@@ -191,8 +191,9 @@ def test_quick_runs_every_row_without_pytorch(tmp_path, tiny_checkpoint):
                 assert it["verdict"] in ("met", "short")
     names = {row: [it["name"] for it in e["items"]] for row, e in data["rows"].items()}
     assert names["fine_tune_memory"] == names["eval_seconds"] == ["sst2"]
-    assert names["serving"] == [f"sst2{label}: {q[0]}" for label in ("", " (LiteRT)")
-                                for q in bench_all.SERVING_QUANTITIES]  # both servers
+    assert names["serving"] == [f"sst2{label}: {q[0]}"
+                                for label in ("", " (LiteRT)", " (LiteRT int8)")
+                                for q in bench_all.SERVING_QUANTITIES]  # every server
     assert names["training_step"] == ["length 32: steps/s"]
     memory = data["rows"]["fine_tune_memory"]["items"][0]["kerasbert_median"]
     assert 200 < memory < 8000  # a TensorFlow process's peak, in MB
