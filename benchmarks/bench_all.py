@@ -193,10 +193,11 @@ def squad_split(args):
 
 def run_parity(args, task, log_dir, with_hf=True):
     """parity.json's runs for `task`, seeds 1..rounds (parity alternates the sides); without
-    `with_hf` kerasbert's side only (a run for bench_serving)."""
+    `with_hf` kerasbert's seed 1 only (the run bench_serving serves)."""
     out = os.path.join(args.work_dir, f"parity-{task}")
+    seeds = range(1, args.rounds + 1) if with_hf else [1]
     flags = [f"--task={task}", f"--output_dir={out}",
-             f"--seeds={','.join(str(s) for s in range(1, args.rounds + 1))}"]
+             f"--seeds={','.join(str(s) for s in seeds)}"]
     if args.quick:
         flags += QUICK_RECIPE
     else:
