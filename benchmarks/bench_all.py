@@ -108,7 +108,8 @@ COMMAND = ("python -m benchmarks.bench_all --data_root=../shared/data "
 # newest one that has it (a later run of some rows or tasks replaces only those items).
 README_SOURCES = ("docs/experiments/bench_all.json", "docs/experiments/bench_all-2.json",
                   "docs/experiments/bench_all-3.json", "docs/experiments/bench_all-4.json",
-                  "docs/experiments/bench_all-5.json", "docs/experiments/bench_all-6.json")
+                  "docs/experiments/bench_all-5.json", "docs/experiments/bench_all-6.json",
+                  "docs/experiments/bench_all-7.json")
 # The pages that show them: the README's summary, the speed page's full table.
 RENDER_PAGES = ("README.md", "docs/experiments/speed-and-memory.md")
 FULL_TABLE = "docs/experiments/speed-and-memory.md#the-full-table"  # linked from the README
