@@ -220,8 +220,7 @@ def test_serving_benchmark_serves_each_kind_from_raw_text(tmp_path):
     assert set(saved) == {"sst2", "squad_v1", "conll2003"}  # rows named by task
     for task, sides in saved.items():
         assert set(sides) == {"kerasbert", "kerasbert plain"} | (
-            {"huggingface"} if with_torch else set()) | (
-            {"kerasbert litert"} if task != "squad_v1" else set())  # LiteRT: no span kind
+            {"huggingface"} if with_torch else set()) | {"kerasbert litert"}  # every kind
         for r in sides.values():
             assert r["rounds"] == 2 and r["requests"] == 12 and 0 < r["p50_ms"] <= r["p99_ms"]
             assert r["texts_per_second"] > 0

@@ -233,7 +233,9 @@ def test_a_piped_run_prints_progress_and_its_config_repeats_it(tmp_path):
 
 @pytest.mark.large
 def test_ctrl_c_names_the_checkpoint_and_the_command_that_resumes(tmp_path):
-    args = [*CONSOLE, *TINY, "--num_train_epochs=6", "--save_checkpoints_steps=5"]
+    # Long enough that the run is still training when the signal comes, even when this
+    # test's polling is starved by a busy machine (6 epochs once finished first on CI).
+    args = [*CONSOLE, *TINY, "--num_train_epochs=30", "--save_checkpoints_steps=5"]
     process = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
