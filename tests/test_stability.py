@@ -84,6 +84,24 @@ def test_plane_pair_is_the_worst_failed_and_the_median_successful_run(tmp_path):
     assert stability.plane_pair(only_kept, greater=True) is None
 
 
+def test_wall_time_is_each_groups_runs_last_recorded_seconds(tmp_path):
+    dirs = []
+    for n, seconds in enumerate((100.0, 130.0, 400.0)):
+        folder = tmp_path / f"run-{n}"
+        folder.mkdir()
+        write_run_history(str(folder), [{"epoch": 1, "step": 10, "seconds": seconds / 2},
+                                        {"epoch": 2, "step": 20, "seconds": seconds}])
+        dirs.append(str(folder))
+    (tmp_path / "unfinished").mkdir()
+    times = stability.wall_times({"bert": dirs + [str(tmp_path / "unfinished")], "none": []})
+    assert times == {"bert": {"runs": 3, "median": 130.0, "min": 100.0, "max": 400.0,
+                              "total": 630.0}}
+    text = stability.wall_time_markdown(times)
+    assert "| bert | 3 | 130 | 100–400 | 0.17 |" in text
+    assert "| all | 3 | | | 0.17 |" in text
+    assert stability.wall_time_markdown({}) == ""
+
+
 def test_stop_early_needs_its_flags(tmp_path):
     out = tmp_path / "s"
     result = subprocess.run(
@@ -122,9 +140,11 @@ def test_recipes_grid_and_stop_early_end_to_end(tmp_path):
     assert "Data order vs initialisation (2 × 2 grid" in text
     assert "Start many, stop early" in text
     assert "for 4 optimizer steps = 2.0 full runs" in text  # 3 halves + 1 continued half
+    assert "#### Wall time" in text and "| grid | 4 |" in text and "| all | 8 |" in text
     analysis = json.loads((out / "stability_analysis.json").read_text())
     assert analysis["grid"]["shape"] == [2, 2]
     assert [r["label"] for r in analysis["per_recipe"]] == ["bert", "zhang"]
+    assert set(analysis["wall_seconds"]) == {"bert", "zhang", "grid"}
     assert all(r["failures"]["n"] == 2 for r in analysis["per_recipe"])
     assert (out / "grid" / "order-2-init-1" / "metrics.json").is_file()
     assert (out / "stop_early" / "stop_early.json").is_file()

@@ -29,7 +29,7 @@ difference to bert) and `evp.*` beside it; per recipe the successful runs' mean 
 Levene's test (Brown–Forsythe) of its variance against bert's; the grid's variance split;
 the gradient-norm signature (failed vs successful runs' last-epoch gradient norm, per
 group); the stop-early campaign against bert's expected best of as many full runs' steps;
-and the plane's barrier. Finished runs are reused. Importing this module loads no
+the plane's barrier; and each recipe's and the grid's wall time. Finished runs are reused. Importing this module loads no
 TensorFlow.
 """
 
@@ -175,6 +175,22 @@ def grad_signature(collected):
         b = [n[group] for n in kept if n.get(group, 0) > 0]
         if a and b:
             out["groups"][group] = stability.norm_ratio(a, b)
+    return out
+
+
+def wall_times(groups):
+    """Per group of runs ({label: [run folder]}), the runs' wall time as their history.csv
+    records it (training and dev evaluation, the process's start not counted): {label:
+    {"runs", "median", "min", "max", "total"}} in seconds, over the runs that recorded one."""
+    from kerasbert import evp_report
+
+    out = {}
+    for label, dirs in groups.items():
+        seconds = sorted(c for c in (evp_report.run_cost(d)["seconds"] for d in dirs)
+                         if c is not None)
+        if seconds:
+            out[label] = {"runs": len(seconds), "median": float(np.median(seconds)),
+                          "min": seconds[0], "max": seconds[-1], "total": float(sum(seconds))}
     return out
 
 
@@ -381,6 +397,21 @@ def _pct(x):
     return "–" if x is None else f"{100 * x:.1f}"
 
 
+def wall_time_markdown(times):
+    if not times:
+        return ""
+    lines = ["", "#### Wall time", "",
+             "Per run as its history.csv records it: training and dev evaluation, not the "
+             "process's start; a run that shared the machine or was paused counts that time.",
+             "", "| runs | n | median s per run | min–max s | total h |", "|---|---|---|---|---|"]
+    for label, t in times.items():
+        lines.append(f"| {label} | {t['runs']} | {t['median']:.0f} | {t['min']:.0f}–"
+                     f"{t['max']:.0f} | {t['total'] / 3600:.2f} |")
+    total = sum(t["total"] for t in times.values())
+    lines.append(f"| all | {sum(t['runs'] for t in times.values())} | | | {total / 3600:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def stability_markdown(per_recipe, grads, grid, stop_early, plane, scale):
     lines = ["", "#### Per recipe", "",
              "| recipe | n | failed | failure rate [95% CP] | successful: mean ± std | "
@@ -528,13 +559,15 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
                           + (f", re-init top {runs[seeds[0]].reinit_top_layers}"
                              if runs[seeds[0]].reinit_top_layers else "")
                           for label, runs in rows) + ".\n\n")
+    times = wall_times({**{r["label"]: list(r["dirs"].values()) for r in collected},
+                        **({GRID: [c.output_dir for c in grid.values()]} if grid else {})})
     text = (header + restarts.markdown(table, scale=scale, row_header="recipe")
             + stability_markdown(per_recipe, grads, split, early,
-                                 plane_text(record), scale))
+                                 plane_text(record), scale) + wall_time_markdown(times))
     experiment = restarts.experiment(first, seeds, recipes=[label for label, _ in rows])
     runner.publish(output_dir, "stability", {task.name: table}, text, experiment)
     extra = {"per_recipe": per_recipe, "grad_norms": grads, "grid": split,
-             "plane": record, "stop_early": early}
+             "plane": record, "stop_early": early, "wall_seconds": times}
     atomic_write_json(os.path.join(output_dir, "stability_analysis.json"), extra)
     atomic_write_json(os.path.join(output_dir, FINDINGS), {
         "command": restarts.command_line(), "experiment": experiment,
