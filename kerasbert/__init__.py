@@ -16,7 +16,8 @@ from kerasbert.errors import InputError, TrainingError
 
 _startup.quiet_tensorflow()
 
-_API = ("finetune", "load", "FineTunedModel", "FineTuneResult")
+_API = ("finetune", "load", "FineTunedModel", "FineTuneResult", "run_experiment",
+        "ExperimentResult")
 __all__ = ["InputError", "TrainingError", *_API]
 
 

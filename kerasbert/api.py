@@ -1,4 +1,5 @@
-"""The Python API: `kerasbert.finetune(...)`, `kerasbert.load(run_dir)`.
+"""The Python API: `kerasbert.finetune(...)`, `kerasbert.load(run_dir)`,
+`kerasbert.run_experiment(name, ...)`.
 
     run = kerasbert.finetune(task="sst2", output_dir="runs/mine", num_train_epochs=3)
     run.metrics                          # the dev metrics, as metrics.json has them
@@ -6,15 +7,20 @@
     model.predict(["a great film", "dull"])
     model.save("mine.keras")             # keras.saving.load_model: strings in, probabilities out
     model.export("export/mine")          # the TF Serving SavedModel
+    kerasbert.run_experiment("stability", task="rte", seeds=[1, 2, 3], output_dir="runs/st")
 
 Keywords are the command line's flag names (RunConfig's fields, the head's own flags);
 the run is `kerasbert.run.execute`, as `kerasbert.main` runs it. Errors raise
 `kerasbert.InputError`; progress goes to absl logging (INFO), and none of the CLI's hints.
 """
 
+import collections
 import dataclasses
 import difflib
 import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -23,7 +29,7 @@ from absl import flags, logging
 from kerasbert import plugins
 from kerasbert import run as run_lib
 from kerasbert.config import RunConfig
-from kerasbert.errors import InputError
+from kerasbert.errors import InputError, TrainingError
 
 def _config_fields():
     return {f.name for f in dataclasses.fields(RunConfig)} - {"head_options"}
@@ -102,6 +108,69 @@ def finetune(task, output_dir=None, **flag_values):
     with run_lib.progress_to(logging.info):
         metrics = run_lib.execute(config, registry)  # what metrics.json holds as "metrics"
     return FineTuneResult(dict(metrics), config.output_dir)
+
+
+@dataclasses.dataclass
+class ExperimentResult:
+    """What `run_experiment` returns: the experiment's report (the Markdown it printed) and
+    its folder (`output_dir`, or `findings`' `output`), where its JSON and figures are."""
+
+    name: str
+    output_dir: "str | None"
+    report: str
+
+
+def experiment_argv(flag_values):
+    """`--name=value` per keyword, as absl reads them: True → `--name`, False → `--noname`,
+    a list → comma-separated, None → left out (the flag's default)."""
+    argv = []
+    for name, value in flag_values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            argv.append(f"--{name}" if value else f"--no{name}")
+        elif isinstance(value, (list, tuple)):
+            argv.append(f"--{name}=" + ",".join(str(os.fspath(v) if isinstance(v, os.PathLike)
+                                                    else v) for v in value))
+        else:
+            argv.append(f"--{name}={os.fspath(value) if isinstance(value, os.PathLike) else value}")
+    return argv
+
+
+def run_experiment(name, **flag_values):
+    """Runs a registered experiment as `python -m kerasbert.experiments NAME --flags` does,
+    in its own process (an experiment starts one process per run and parses absl flags);
+    returns an ExperimentResult. Keywords are the experiment's flags (`... NAME --help`):
+    `seeds=[1, 2, 3]`, `recipes=["bert", "mosbach"]`, `plane=True`. Its progress goes to
+    stderr as on the command line. Bad input raises InputError with the command's one line,
+    a run that cannot go on TrainingError."""
+    experiments = plugins.registry().experiments
+    if name not in experiments:
+        close = difflib.get_close_matches(name, sorted(experiments), n=3)
+        raise InputError(f"{name!r}: not a registered experiment; "
+                         + (f"did you mean {', '.join(close)}?" if close else
+                            "these are: " + ", ".join(sorted(experiments))))
+    where = flag_values.get("output_dir", flag_values.get("output"))
+    command = [sys.executable, "-m", "kerasbert.experiments", name,
+               *experiment_argv(flag_values)]
+    tail = collections.deque(maxlen=20)
+    with tempfile.TemporaryFile("w+") as stdout:
+        with subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True) as child:
+            for line in child.stderr:  # shown as it comes, the last lines kept for the error
+                sys.stderr.write(line)
+                tail.append(line.rstrip("\n"))
+        stdout.seek(0)
+        report = stdout.read()
+    if child.returncode != 0:
+        last = next((line for line in reversed(tail) if line.strip()), "")
+        message = last.split("error: ", 1)[1] if "kerasbert: error: " in last else last
+        if child.returncode == 2:
+            raise InputError(message)
+        if child.returncode == 1 and "kerasbert: error: " in last:
+            raise TrainingError(message)
+        raise RuntimeError(f"experiment {name} exited with status {child.returncode}: "
+                           + "\n".join(tail))
+    return ExperimentResult(name, None if where is None else os.fspath(where), report)
 
 
 def load(run_dir):

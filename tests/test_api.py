@@ -141,6 +141,54 @@ def test_bad_input_raises_input_error_before_anything_is_written(tmp_path):
         kerasbert.load(tmp_path / "missing")
 
 
+def test_an_experiments_keywords_become_its_command_line_flags():
+    from pathlib import Path
+
+    from kerasbert.api import experiment_argv
+
+    assert experiment_argv({"task": "rte", "seeds": [1, 2, 3], "plane": True,
+                            "adam_bias_correction": False, "long_epochs": None,
+                            "learning_rate": 2e-5, "output_dir": Path("runs") / "st",
+                            "runs": [Path("a"), "b"]}) == [
+        "--task=rte", "--seeds=1,2,3", "--plane", "--noadam_bias_correction",
+        "--learning_rate=2e-05", "--output_dir=runs/st", "--runs=a,b"]
+
+
+def test_run_experiment_raises_the_commands_one_line_and_writes_nothing(tmp_path, capsys):
+    with pytest.raises(kerasbert.InputError, match=r"^'stabilty': not a registered "
+                                                   r"experiment; did you mean stability\?"):
+        kerasbert.run_experiment("stabilty", task="rte", output_dir=str(tmp_path / "out"))
+    with pytest.raises(kerasbert.InputError, match=r"^Unknown command line flag 'seed_list'\. "
+                                                   r"Did you mean: seeds \?$"):
+        kerasbert.run_experiment("stability", task="rte", seed_list=[1, 2],
+                                 output_dir=str(tmp_path / "out"))
+    with pytest.raises(kerasbert.InputError, match=r"^--stop_early_seeds: give "
+                                                   r"--stop_early_at=F and --continue_best=K"):
+        kerasbert.run_experiment("stability", task="rte", stop_early_seeds=[1, 2],
+                                 output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert "kerasbert: error: --stop_early_seeds" in capsys.readouterr().err  # shown as it came
+
+
+@pytest.mark.large
+def test_run_experiment_runs_the_registered_experiment_and_returns_its_report(
+        tmp_path, tiny_checkpoint):
+    out = tmp_path / "stability"
+    result = kerasbert.run_experiment(
+        "stability", task="rte", init_checkpoint=tiny_checkpoint, recipes=["bert", "zhang"],
+        seeds=[1, 2], reinit_layers=1, num_train_epochs=1, max_seq_length=32,
+        max_train_examples=16, max_eval_examples=16, train_batch_size=8, output_dir=out)
+    assert result.name == "stability" and result.output_dir == str(out)
+    text = (out / "stability.md").read_text()
+    assert text in result.report  # what the command prints, its table among it
+    assert "bert: 1 epochs, bias correction off" in text
+    assert "zhang: 1 epochs, bias correction on, re-init top 1" in text
+    stability = json.loads((out / "stability.json").read_text())
+    assert [r["label"] for r in stability["tables"]["rte"]["rows"]] == ["bert", "zhang"]
+    config = json.loads((out / "zhang" / "seed-2" / "run_config.json").read_text())
+    assert (config["reinit_top_layers"], config["seed"]) == (1, 2)
+
+
 def test_import_kerasbert_stays_light():
     """`import kerasbert` (every command's first import) loads no TensorFlow; the API's
     names load it on first use."""

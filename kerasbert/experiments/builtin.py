@@ -42,7 +42,7 @@ EXPERIMENTS = (
         name="findings", module="kerasbert.experiments.findings",
         description="the findings report from the experiments' JSON: a verdict per claim "
                     "(Holm-corrected) and per measurement",
-        reproduces="the claims of Wang et al., BERT and Hao et al."),
+        reproduces="the claims of Wang et al., BERT, Hao et al. and the stability papers"),
     ExperimentSpec(
         name="landscape_findings", module="kerasbert.experiments.landscape_findings",
         description="pre-trained vs random init from landscape folders, paired by seed",
