@@ -2,6 +2,8 @@
 tiny encoder, its table, grid, gradient norms and stop-early campaign."""
 
 import json
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -164,3 +166,49 @@ def test_recipes_grid_and_stop_early_end_to_end(tmp_path):
     again = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (out / "stability.md").read_text() == text
+
+
+@pytest.mark.large
+def test_the_plane_replays_its_two_runs_with_their_trajectory_and_checks_them(tmp_path):
+    from kerasbert import run as run_lib
+    from kerasbert.model import encoders
+
+    given = tmp_path / "pretrained"
+    encoder = encoders.random_encoder("2/32/2", max_position=64, seed=0)
+    encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
+    out = tmp_path / "stability"
+    configs = {seed: RunConfig(task="sst2", init_checkpoint=str(given), max_seq_length=32,
+                               max_train_examples=16, max_eval_examples=16,
+                               train_batch_size=8, num_train_epochs=1.0, learning_rate=1e-3,
+                               adam_bias_correction=False, seed=seed,
+                               output_dir=str(out / "bert" / f"seed-{seed}"))
+               for seed in (1, 2)}
+    for config in configs.values():
+        run_lib.execute(config)  # as the recipes' runs: no trajectory
+    assert not (out / "bert" / "seed-1" / "trajectory").exists()
+    # seed 1 "failed", seed 2 did not (the row's verdicts as collect reads them)
+    row = {"label": "bert", "dirs": {s: c.output_dir for s, c in configs.items()},
+           "values": {1: 0.4, 2: 0.6}, "failure_checks": {1: True, 2: False}}
+    logs = []
+    record = stability.draw_plane(str(out), [("bert", configs)], row, "accuracy", True,
+                                  execute=run_lib.execute, log=logs.append)
+    assert record is not None, logs
+    replays = record["replays"]
+    assert [os.path.basename(r["run"]) for r in replays] == ["seed-1", "seed-2"]
+    for r in replays:  # CPU runs are deterministic: the replay ends where its run ended
+        assert r["replay_value"] == r["value"] and r["replay_failed"] == r["failed"]
+        assert (pathlib.Path(r["replay"]) / "trajectory").is_dir()
+    saved = json.loads((out / "plane" / "three_point.json").read_text())
+    assert set(saved["barriers"]) == {"train_loss", "dev_loss"}
+    assert "| theta_b |" in (out / "plane" / "three_point.md").read_text()
+    assert "(the same dev values)" in stability.plane_text(record)
+    # A replay that does not reproduce its run's verdict draws no plane, and says why.
+    check = out / "bert" / "seed-1" / "failure_check.json"
+    flipped = json.loads(check.read_text())
+    flipped["failed"] = not flipped["failed"]
+    check.write_text(json.dumps(flipped))
+    (out / "plane" / "three_point.json").unlink()
+    logs.clear()
+    assert stability.draw_plane(str(out), [("bert", configs)], row, "accuracy", True,
+                                execute=run_lib.execute, log=logs.append) is None
+    assert logs and logs[0].startswith("stability: the plane is not drawn: ")

@@ -21,7 +21,8 @@ split of the variance; 5 × 5 at least for a verdict). --stop_early_seeds with
 --stop_early_at and --continue_best: start-many-stop-early on the bert recipe in
 `<output_dir>/stop_early/` (kerasbert/stop_early.py). --plane: the three-point landscape
 (`python -m kerasbert.landscape --mode=three_point,hessian,sharpness`) through the
-pre-trained encoder, the bert recipe's lowest failed run and its median successful run.
+pre-trained encoder, the bert recipe's lowest failed run and its median successful run,
+both trained again with their trajectory (which the landscape reads) in `plane/runs/`.
 
 Writes `stability.md` and `stability.json`: the recipes' table (kerasbert/restarts.py: n,
 mean ± std, 95% interval, failure rate with its Clopper–Pearson interval, the paired
@@ -218,15 +219,40 @@ def plane_pair(row, greater):
     return row["dirs"][worst], row["dirs"][kept[(len(kept) - 1) // 2][1]]
 
 
+# The landscape reads a run's trajectory (θ0 at step 0, θ1 at the end); the recipes' runs
+# record none (90 MB a checkpoint), so the plane's two runs are trained again with one, in
+# <output_dir>/plane/runs/. CPU runs are deterministic: a replay must reach its run's value.
+REPLAYS = "runs"
+REPLAY_EVERY = 10 ** 9  # no checkpoint between θ0 and θ1
+# The claim needs λ_max and ε-sharpness at each minimum, not the Hessian's trace: no
+# Hutchinson probes, one eigenvalue (each Hessian-vector product is ~5 forward passes).
+PLANE_FLAGS = ("--mode=three_point,hessian,sharpness", "--top_k=1", "--hutchinson_probes=0")
+
+
+def replay_with_trajectory(config, output_dir, metric, execute):
+    """The run of `config` trained again in `<output_dir>/plane/runs/<its folder name>` with
+    its trajectory recorded (reused when finished); {"run", "replay", "value",
+    "replay_value", "failed", "replay_failed"}."""
+    folder = os.path.join(output_dir, PLANE, REPLAYS, os.path.basename(config.output_dir))
+    if not run_folder.read_metrics(folder):
+        execute(dataclasses.replace(config, output_dir=folder, overwrite_output_dir=False,
+                                    save_trajectory_every=REPLAY_EVERY))
+    check = run_folder.read_failure_check(config.output_dir) or {}
+    again = run_folder.read_failure_check(folder) or {}
+    return {"run": config.output_dir, "replay": folder,
+            "value": run_folder.read_metrics(config.output_dir).get(metric),
+            "replay_value": run_folder.read_metrics(folder).get(metric),
+            "failed": check.get("failed"), "replay_failed": again.get("failed")}
+
+
 def run_plane(pair, output_dir, log=print):
-    """The three-point landscape through θ0 and the pair, in its own process; its
-    three_point.json, or None when it failed."""
+    """The three-point landscape through θ0 and the pair (run folders with a trajectory), in
+    its own process; its three_point.json, or None when it failed."""
     folder = os.path.join(output_dir, PLANE)
     summary = os.path.join(folder, "three_point.json")
     if not os.path.isfile(summary):
         command = [sys.executable, "-m", "kerasbert.landscape", f"--run_dir={pair[0]}",
-                   f"--compare_run_dir={pair[1]}", "--mode=three_point,hessian,sharpness",
-                   f"--output_dir={folder}"]
+                   f"--compare_run_dir={pair[1]}", *PLANE_FLAGS, f"--output_dir={folder}"]
         log("stability: the plane: " + " ".join(command))
         if subprocess.run(command, check=False).returncode != 0:
             log("stability: the plane's landscape command failed; the rest is reported")
@@ -486,13 +512,44 @@ def stop_early_text(folder, bert_values, greater, scale):
 def plane_text(record):
     if record is None:
         return None
+    replays = record.get("replays") or []
+    same = all(r["replay_value"] == r["value"] for r in replays)
     parts = [f"{name.replace('_', ' ')}: barrier {b['barrier']:.4f} at α = {b['alpha']:g} "
              f"(highest point {b['above_endpoints']:+.4f} above the higher end)"
              for name, b in (record.get("barriers") or {}).items()]
     curvature = record.get("curvature") or {}
     parts += [f"{label}: λ_max {c['lambda_max']:.4g}" for label, c in curvature.items()
               if "lambda_max" in c]
-    return f"See [three_point.md]({PLANE}/three_point.md). " + "; ".join(parts) + "."
+    text = f"See [three_point.md]({PLANE}/three_point.md). " + "; ".join(parts) + "."
+    if replays:
+        text += (" Its two runs were trained again with their trajectory (the recipes' runs "
+                 f"record none) in {PLANE}/{REPLAYS}/: "
+                 + ", ".join(f"{os.path.basename(r['run'])} {r['value']:.4f} → "
+                             f"{r['replay_value']:.4f}" for r in replays)
+                 + (" (the same dev values)." if same else " (dev values differ)."))
+    return text
+
+
+def draw_plane(output_dir, rows, bert_row, metric, greater, execute=None, log=print):
+    """The plane through θ0, bert's lowest failed and median successful run, both replayed
+    with their trajectory; its three_point.json with "replays" added, or None (no pair, a
+    replay that does not reproduce its run's verdict, or the landscape failed)."""
+    pair = plane_pair(bert_row, greater) if bert_row is not None else None
+    if pair is None:
+        return None
+    if execute is None:
+        from kerasbert import run as run_lib
+
+        execute = run_lib.execute_in_own_process
+    configs = {c.output_dir: c for c in dict(rows)[BERT].values()}
+    replays = [replay_with_trajectory(configs[d], output_dir, metric, execute) for d in pair]
+    for r in replays:
+        if r["replay_failed"] != r["failed"]:
+            log(f"stability: the plane is not drawn: {r['replay']} ended at "
+                f"{r['replay_value']} where {r['run']} ended at {r['value']}")
+            return None
+    record = run_plane([r["replay"] for r in replays], output_dir, log)
+    return None if record is None else {**record, "replays": replays}
 
 
 def main(argv):
@@ -545,10 +602,7 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
     split = grid_split(grid, metric) if grid else None
     bert_values = finished_values(bert_row) if bert_row else []
     early = stop_early_text(os.path.join(output_dir, STOP_EARLY), bert_values, greater, scale)
-    record = None
-    if plane and bert_row is not None:
-        pair = plane_pair(bert_row, greater)
-        record = run_plane(pair, output_dir) if pair else None
+    record = draw_plane(output_dir, rows, bert_row, metric, greater) if plane else None
     first = rows[0][1][seeds[0]]
     header = (f"### {task.name}: fine-tuning stability over seeds {', '.join(map(str, seeds))}"
               f"\n\nData {first.data_dir or 'bundled sample'} (max_train_examples "
