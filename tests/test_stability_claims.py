@@ -116,6 +116,12 @@ def test_grad_norm_claim_needs_two_failed_runs_and_reads_the_10x_line():
     assert m["effect"] == pytest.approx(
         scipy_stats.gmean([0.01, 0.012, 0.009]) / scipy_stats.gmean([1.0, 1.2, 0.9, 1.1]))
     assert m["verdict"] == "supported" and m["high"] < 0.1 and m["p"] < 0.05
+    # Two failed runs far apart: the intervals the p-value search asks for near level 1 run
+    # past float range on the log scale (an OverflowError ended a real stage once).
+    wide = {"total": {"failed": [1e-3, 5.0], "successful": [1.0, 1.1, 0.9]}}
+    m = experiment.grad_norm_claim(wide)
+    assert m["verdict"] == "not distinguishable" and 0.05 < m["p"] < 1.0
+    assert stability.norm_ratio(*wide["total"].values(), level=1 - 1e-12)["high"] == math.inf
 
 
 def write_findings(folder, task, claims):

@@ -86,6 +86,17 @@ def levene(*groups):
     return {"W": float(result.statistic), "p": float(result.pvalue)}
 
 
+def _exp(x):
+    """e**x of a log-scale interval's end; inf past float range (a level near 1 with two
+    runs a side gives t quantiles of ~1e6: decision_level asks for those)."""
+    if x is None:
+        return None
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 def norm_ratio(numerator, denominator, level=LEVEL):
     """geomean(numerator) / geomean(denominator) of positive norms and its interval
     (Welch on log values, exponentiated); low/high None when a side has one value."""
@@ -96,8 +107,7 @@ def norm_ratio(numerator, denominator, level=LEVEL):
     if a.size == 0 or b.size == 0 or np.any(a <= 0) or np.any(b <= 0):
         raise ValueError("norm_ratio: need positive norms on both sides")
     w = welch_interval(np.log(a), np.log(b), level)
-    exp = (lambda x: None if x is None else math.exp(x))
-    return {"ratio": math.exp(w["difference"]), "low": exp(w["low"]), "high": exp(w["high"]),
+    return {"ratio": _exp(w["difference"]), "low": _exp(w["low"]), "high": _exp(w["high"]),
             "n": [int(a.size), int(b.size)]}
 
 
