@@ -12,6 +12,7 @@ import pytest
 from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 from kerasbert.experiments import model_size as TOOL
+from tests.helpers.saved_encoder import saved_random_encoder
 
 COMMAND = [sys.executable, "-m", "kerasbert.experiments", "model_size"]
 
@@ -51,11 +52,7 @@ def test_parameter_count_is_bert_s_formula(tmp_path):
 
 @pytest.mark.large
 def test_grid_trains_each_size_and_writes_table_and_plot(tmp_path):
-    from kerasbert.model import encoders
-
-    given = tmp_path / "pretrained"
-    encoder = encoders.random_encoder("2/48/2", max_position=64, seed=0)
-    encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
+    given = saved_random_encoder(tmp_path / "pretrained", "2/48/2")
     out = tmp_path / "grid"
     args = [*COMMAND, "--task=rte",
             "--sizes=2/32/2,4/32/2," + str(given), "--max_seq_length=32",

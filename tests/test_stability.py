@@ -13,6 +13,7 @@ from kerasbert.config import RunConfig
 from kerasbert.errors import InputError
 from kerasbert.experiments import stability
 from kerasbert.run_folder import write_run_history
+from tests.helpers.saved_encoder import saved_random_encoder
 
 COMMAND = [sys.executable, "-m", "kerasbert.experiments", "stability"]
 
@@ -117,11 +118,7 @@ def test_stop_early_needs_its_flags(tmp_path):
 
 @pytest.mark.large
 def test_recipes_grid_and_stop_early_end_to_end(tmp_path):
-    from kerasbert.model import encoders
-
-    given = tmp_path / "pretrained"
-    encoder = encoders.random_encoder("2/32/2", max_position=64, seed=0)
-    encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
+    given = saved_random_encoder(tmp_path / "pretrained")
     out = tmp_path / "stability"
     args = [*COMMAND, "--task=rte", f"--init_checkpoint={given}", "--max_seq_length=32",
             "--max_train_examples=16", "--max_eval_examples=16", "--train_batch_size=8",
@@ -171,13 +168,10 @@ def test_recipes_grid_and_stop_early_end_to_end(tmp_path):
 @pytest.mark.large
 def test_the_plane_replays_its_two_runs_with_their_trajectory_and_checks_them(tmp_path):
     from kerasbert import run as run_lib
-    from kerasbert.model import encoders
 
-    given = tmp_path / "pretrained"
-    encoder = encoders.random_encoder("2/32/2", max_position=64, seed=0)
-    encoders.save_encoder(encoder.backbone, encoder.vocab_file, True, str(given))
+    given = saved_random_encoder(tmp_path / "pretrained")
     out = tmp_path / "stability"
-    configs = {seed: RunConfig(task="sst2", init_checkpoint=str(given), max_seq_length=32,
+    configs = {seed: RunConfig(task="sst2", init_checkpoint=given, max_seq_length=32,
                                max_train_examples=16, max_eval_examples=16,
                                train_batch_size=8, num_train_epochs=1.0, learning_rate=1e-3,
                                adam_bias_correction=False, seed=seed,
