@@ -59,10 +59,16 @@ PLANNED = (
          ("ablation-wordnet-sst2-30k-continued-sst2-fine-tuned-seeds-6-13",),
          "docs/figures/bert/ablation-wordnet-sst2-30k-continued-sst2-feature-based/PLAN.md",
          confirmation=True),
+    # issue #58's main run, part 2: claims 1-4 and 6 over both tasks' tables (the plan's
+    # verdict over tasks). Claim 5 (dodge-order-vs-init, on RTE's grid) joins as
+    # Plan("dodge-order-vs-init", ("rte",), ...) once the grid is measured.
+    *(Plan(claim, ("rte", "mrpc"), "docs/figures/stability/PLAN.md")
+      for claim in ("mosbach-failure-rate", "mosbach-variance", "zhang-variance",
+                    "zhang-mean", "mosbach-grad-norms")),
 )
 # Plans written before their runs whose claims are not in the report yet (no run of theirs
 # is measured): each moves to PLANNED, with its runs, once they are.
-PENDING_PLANS = ("docs/figures/stability/PLAN.md",)
+PENDING_PLANS = ()
 
 
 def run_folders(result):

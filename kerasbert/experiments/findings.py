@@ -241,7 +241,7 @@ for id, statement in (
 # combine_tasks).
 STABILITY_NUMBERS = "direction only (the papers' BERT-large runs; not transcribed)"
 STABILITY_PENDING = ("the stability experiment's main run (docs/figures/stability/PLAN.md "
-                     "part 2: 20 seeds per recipe on RTE and MRPC) has not finished")
+                     "part 2) has not measured it yet")
 for id, paper, statement in (
         ("mosbach-failure-rate", MOSBACH, "with Adam's bias correction, more epochs and "
          "warm-up, fewer runs fail than with BERT's recipe (failure rate bert − mosbach)"),
