@@ -22,21 +22,36 @@ STEM = "evp"
 COST_UNITS = ("steps", "seconds")
 
 
+def run_seconds(history):
+    """Seconds of training and dev evaluation over a run's history.csv rows: the clock of a
+    resumed run starts again, so each stretch's last value is added (the work a kill lost
+    is not counted); None where a row has no number."""
+    total, last = 0.0, 0.0
+    try:
+        for row in history:
+            seconds = float(row["seconds"])
+            if seconds < last:  # a new process resumed the run
+                total += last
+            last = seconds
+    except (KeyError, TypeError, ValueError):
+        return None
+    return total + last if history else None
+
+
 def run_cost(run_dir):
-    """{"steps", "seconds"} of a run from its history.csv's last row (steps: optimizer
-    steps, all phases; seconds: training and dev evaluation), None each where unknown."""
+    """{"steps", "seconds"} of a run from its history.csv (steps: optimizer steps, all
+    phases, the last row's; seconds: training and dev evaluation, every process's that
+    trained it), None each where unknown."""
     try:
         history = run_folder.read_run_history(run_dir)
     except (OSError, ValueError):
         history = []
     last = history[-1] if history else {}
-    cost = {}
-    for unit, key, kind in (("steps", "step", int), ("seconds", "seconds", float)):
-        try:
-            cost[unit] = kind(float(last[key]))
-        except (KeyError, TypeError, ValueError):
-            cost[unit] = None
-    return cost
+    try:
+        steps = int(float(last["step"]))
+    except (KeyError, TypeError, ValueError):
+        steps = None
+    return {"steps": steps, "seconds": run_seconds(history)}
 
 
 def row_cost(row, root=""):

@@ -81,6 +81,16 @@ def _fake_run(folder, accuracy, steps, seconds):
     run_folder.write_metrics(str(folder), {"accuracy": accuracy})
 
 
+def test_a_resumed_runs_seconds_add_up_every_process_that_trained_it():
+    from kerasbert.evp_report import run_seconds
+
+    # epochs of 60 s; the run killed in epoch 4 and resumed: its clock starts again
+    history = [{"seconds": s} for s in ("60.0", "120.0", "180.0", "4200.5", "49.5", "92.0")]
+    assert run_seconds(history) == 4200.5 + 92.0
+    assert run_seconds([{"seconds": "30"}, {"seconds": "61.5"}]) == 61.5
+    assert run_seconds([]) is None and run_seconds([{"seconds": ""}]) is None
+
+
 def test_a_tables_rows_get_evp_json_md_and_png(tmp_path):
     from kerasbert import evp_report, restarts
 

@@ -181,7 +181,8 @@ def grad_signature(collected):
 
 def wall_times(groups):
     """Per group of runs ({label: [run folder]}), the runs' wall time as their history.csv
-    records it (training and dev evaluation, the process's start not counted): {label:
+    records it (training and dev evaluation, every process that trained the run, their
+    starts not counted): {label:
     {"runs", "median", "min", "max", "total"}} in seconds, over the runs that recorded one."""
     from kerasbert import evp_report
 
@@ -427,8 +428,9 @@ def wall_time_markdown(times):
     if not times:
         return ""
     lines = ["", "#### Wall time", "",
-             "Per run as its history.csv records it: training and dev evaluation, not the "
-             "process's start; a run that shared the machine or was paused counts that time.",
+             "Per run as its history.csv records it: training and dev evaluation, summed "
+             "over the processes of a resumed run (not their starts, nor the work a kill "
+             "lost); a run that shared the machine or was paused counts that time.",
              "", "| runs | n | median s per run | min–max s | total h |", "|---|---|---|---|---|"]
     for label, t in times.items():
         lines.append(f"| {label} | {t['runs']} | {t['median']:.0f} | {t['min']:.0f}–"
