@@ -150,6 +150,7 @@ def test_findings_combines_tasks_as_the_plan_says(tmp_path):
     head = {r["claim"]["id"]: r for r in claim_verdicts.head(findings.CLAIMS, measured)}
     assert head["mosbach-failure-rate"]["result"] is results[2]  # the most runs counts
     assert head["mosbach-failure-rate"]["p"] == results[2]["p"]
+    assert head["mosbach-failure-rate"]["tries"] == 2  # two tasks' runs; the combination is not a third
     assert "mrpc + rte" in text
     # both tasks supported: the combined verdict is too
     write_findings(tmp_path / "again", "mrpc", good)

@@ -145,6 +145,15 @@ def holm(p_values):
                                             method="holm")[1]]
 
 
+OVER_TASKS = "over tasks"  # the test of a verdict combined from per-task measurements
+
+
+def tries(results):
+    """How many measurements of a claim exist: a verdict combined over tasks is made of
+    the per-task measurements beside it, not a try of its own."""
+    return sum(1 for r in results if r.get("test") != OVER_TASKS)
+
+
 def head(claims, measured, plans=PLANNED):
     """One row per claim: {"claim", "result" (the measurement that counts, or None), "why",
     "plan", "tries", "p", "test", "p_holm", "after_holm"}. Claims without a p-value (not
@@ -155,7 +164,7 @@ def head(claims, measured, plans=PLANNED):
         p, test = (None, None) if result is None else p_value(
             result, claim["direction"], claim["margin"])
         rows.append({"claim": claim, "result": result, "why": why, "plan": plan,
-                     "tries": len(measured[claim["id"]]), "p": p, "test": test,
+                     "tries": tries(measured[claim["id"]]), "p": p, "test": test,
                      "p_holm": None, "after_holm": "not measured" if result is None
                      else result["verdict"]})
     tested = [row for row in rows if row["p"] is not None]

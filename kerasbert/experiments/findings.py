@@ -572,7 +572,7 @@ def combine_tasks(results):
                 "sources": sorted({f for r in parts for f in r["sources"]}),
                 "commands": [c for r in parts for c in r["commands"]],
                 "experiments": [e for r in parts for e in r["experiments"]],
-                "verdict": verdict_, "p": p, "test": "over tasks",
+                "verdict": verdict_, "p": p, "test": claim_verdicts.OVER_TASKS,
                 "note": "; ".join(f"{r['task']}: {r['verdict']}" for r in parts)
                 + " (supported only if supported on every task, contradicted if on any)"}
     return results + [combined]
