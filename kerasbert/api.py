@@ -130,11 +130,14 @@ def experiment_argv(flag_values):
         if isinstance(value, bool):
             argv.append(f"--{name}" if value else f"--no{name}")
         elif isinstance(value, (list, tuple)):
-            argv.append(f"--{name}=" + ",".join(str(os.fspath(v) if isinstance(v, os.PathLike)
-                                                    else v) for v in value))
+            argv.append(f"--{name}=" + ",".join(_flag_text(v) for v in value))
         else:
-            argv.append(f"--{name}={os.fspath(value) if isinstance(value, os.PathLike) else value}")
+            argv.append(f"--{name}={_flag_text(value)}")
     return argv
+
+
+def _flag_text(value):
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def run_experiment(name, **flag_values):

@@ -30,8 +30,8 @@ difference to bert) and `evp.*` beside it; per recipe the successful runs' mean 
 Levene's test (Brown–Forsythe) of its variance against bert's; the grid's variance split;
 the gradient-norm signature (failed vs successful runs' last-epoch gradient norm, per
 group); the stop-early campaign against bert's expected best of as many full runs' steps;
-the plane's barrier; and each recipe's and the grid's wall time. Finished runs are reused. Importing this module loads no
-TensorFlow.
+the plane's barrier; and each recipe's and the grid's wall time. Finished runs are
+reused. Importing this module loads no TensorFlow.
 """
 
 import dataclasses
