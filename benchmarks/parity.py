@@ -23,7 +23,8 @@ child); training and evaluation seconds come from each side (kerasbert: history.
 
 Writes <output_dir>/parity.json and parity.md (also printed): per side the metrics'
 mean ± sample std and min–max over seeds, the seconds and peak RSS; the difference of the
-means (kerasbert − HF) with a 95% Welch t interval; and every run. Resumable: a seed's
+means (kerasbert − HF) with a 95% Welch t interval; the main metric's std per side (χ²
+interval) and their ratio (F interval); and every run. Resumable: a seed's
 finished result (<output_dir>/<side>/seed-<n>/result.json) is reused. Without
 --torch_python (or $KERASBERT_TORCH_PYTHON) the HuggingFace side is skipped with a message.
 """
@@ -43,7 +44,7 @@ import numpy as np
 from benchmarks import parity_hf
 from benchmarks.processes import add_torch_python_flag, child_env, module_command
 from kerasbert import run_folder
-from kerasbert.analysis.stats import describe, welch_interval
+from kerasbert.analysis.stats import describe, std_interval, std_ratio, welch_interval
 from kerasbert.errors import InputError, guarded
 from kerasbert.io_utils import (
     atomic_write_json,
@@ -106,6 +107,11 @@ def summarize(results, main_metric, scale=100.0):
     if len(values) == 2:
         kb, hf = values["kerasbert"], values["huggingface"]
         summary["differences"] = {k: welch_interval(kb[k], hf[k]) for k in kb}
+        # Whose runs spread wider (issue #58 item 7): the main metric's std per side with its
+        # χ² interval, and their ratio with its F interval.
+        summary["spread"] = {"kerasbert": std_interval(kb[main_metric]),
+                             "huggingface": std_interval(hf[main_metric]),
+                             "ratio": std_ratio(kb[main_metric], hf[main_metric])}
     return summary
 
 
@@ -137,6 +143,23 @@ def _share(value):
     return "–" if value is None else f"{100 * value:.0f}%"
 
 
+def _spread_lines(summary, points):
+    spread = summary.get("spread")
+    if not spread or spread["ratio"]["low"] is None:
+        return []
+
+    def std(side):
+        s = spread[side]
+        return (f"{_number(s['std'], points, 2)} [{_number(s['low'], points, 2)}, "
+                f"{_number(s['high'], points, 2)}]")
+
+    r = spread["ratio"]
+    return ["", f"Spread of {summary['main_metric']}: sample std kerasbert {std('kerasbert')}, "
+            f"HuggingFace {std('huggingface')} (95% χ² intervals); kerasbert / HF "
+            f"{r['ratio']:.2f}× [{r['low']:.2f}, {r['high']:.2f}] (95% F interval: a ratio "
+            "told from 1 when the interval leaves 1 out)."]
+
+
 def markdown(summary, results, header):
     sides = summary["sides"]
     names = {"kerasbert": "kerasbert", "huggingface": "HuggingFace"}
@@ -158,6 +181,7 @@ def markdown(summary, results, header):
         d = summary.get("differences", {}).get(key)
         lines.append(f"| {label} | " + " | ".join(cells)
                      + f" | {_difference(d, scale, digits)} |")
+    lines += _spread_lines(summary, points)
     metric_names = summary["metrics_shown"]
     lines += ["", "Every run, in the order run (a reused result where it was run before):", "",
               "| seed | side | " + " | ".join(metric_names)

@@ -65,6 +65,11 @@ def test_summary_and_tables_on_hand_made_results():
     assert "| training s | 110.0 ± 14.1 (100.0–120.0) | 100.0 ± 14.1 (90.0–110.0) |" in text
     rss = "| peak RSS MB | 1000 ± 0 (1000–1000) | 1000 ± 0 (1000–1000) | +0 [+0, +0] |"
     assert rss in text
+    # equal stds 1.41 points; 1 df a side: χ² 2.5%/97.5% points 0.000982, 5.024; the ratio's
+    # F(1, 1) 97.5% point is 647.79
+    assert summary["spread"]["ratio"]["ratio"] == pytest.approx(1.0)
+    assert ("Spread of f1: sample std kerasbert 1.41 [0.63, 45.13], HuggingFace 1.41 "
+            "[0.63, 45.13] (95% χ² intervals); kerasbert / HF 1.00× [0.04, 25.45]") in text
     rows = [line for line in text.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert [r.split(" | ")[1] for r in rows] == ["kerasbert", "HuggingFace", "HuggingFace",
                                                  "kerasbert"]  # the order run

@@ -112,3 +112,41 @@ def test_bootstrap_f1_over_sentence_counts():
     got = stats.bootstrap_interval(per_seed, stats.f1_statistic, resamples=200)
     # seed 1: 2·3 / (4 + 5); seed 2: 2·2 / (3 + 4)
     assert got["estimate"] == pytest.approx((6 / 9 + 4 / 7) / 2)
+
+
+def test_std_interval_by_chi_square_table_values():
+    # 1..5: variance 2.5 on 4 degrees of freedom; the χ² table's 2.5% and 97.5% points for
+    # 4 df are 0.4844 and 11.143.
+    got = stats.std_interval([1, 2, 3, 4, 5])
+    assert got["std"] == pytest.approx(math.sqrt(2.5))
+    assert got["low"] == pytest.approx(math.sqrt(10 / 11.143), rel=1e-4)
+    assert got["high"] == pytest.approx(math.sqrt(10 / 0.4844), rel=1e-4)
+    assert stats.std_interval([3.0]) == {"std": None, "low": None, "high": None}
+
+
+def test_std_ratio_by_f_table_values_and_edge_cases():
+    a, b = [1, 2, 3, 4, 5], [2, 2.5, 3, 3.5, 4]  # variances 2.5 and 0.625: ratio of stds 2
+    got = stats.std_ratio(a, b)
+    # The F table's 97.5% point for (4, 4) df is 9.605; the 2.5% point is its reciprocal.
+    assert got["ratio"] == pytest.approx(2.0)
+    assert got["low"] == pytest.approx(math.sqrt(4 / 9.605), rel=1e-3)
+    assert got["high"] == pytest.approx(math.sqrt(4 * 9.605), rel=1e-3)
+    assert stats.std_ratio(a, [3, 3, 3])["ratio"] == math.inf
+    assert stats.std_ratio(a, [3])["ratio"] is None
+
+
+def test_std_intervals_cover_the_true_value_about_95_percent_of_the_time():
+    # Brute force: normal samples of 5 with known stds; the intervals should hold the
+    # truth in ~95% of 4,000 draws (binomial sd ~0.35 points).
+    rng = np.random.default_rng(0)
+    draws = 4000
+    a = rng.normal(0, 3.0, (draws, 5))
+    b = rng.normal(0, 1.5, (draws, 5))
+    held_std = held_ratio = 0
+    for x, y in zip(a, b):
+        s = stats.std_interval(x)
+        held_std += s["low"] <= 3.0 <= s["high"]
+        r = stats.std_ratio(x, y)
+        held_ratio += r["low"] <= 2.0 <= r["high"]
+    assert 0.935 < held_std / draws < 0.965
+    assert 0.935 < held_ratio / draws < 0.965

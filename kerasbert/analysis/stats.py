@@ -1,6 +1,7 @@
 """Statistics of results over seeds: mean, sample std, Student-t and Welch intervals, a
-paired difference, a bootstrap over seeds and dev examples, how many seeds an effect
-would need, and a share's binomial interval (failed runs). numpy, scipy and statsmodels
+paired difference, a std's χ² interval and a ratio of stds' F interval, a bootstrap over
+seeds and dev examples, how many seeds an effect would need, and a share's binomial
+interval (failed runs). numpy, scipy and statsmodels
 only (no TensorFlow): the table tools and findings use it.
 """
 
@@ -65,6 +66,39 @@ def welch_interval(a, b, level=LEVEL):
     df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
     half = _t_quantile(df, level) * se
     return {"difference": difference, "low": difference - half, "high": difference + half}
+
+
+def std_interval(values, level=LEVEL):
+    """The sample std and its χ² interval (normal data, n − 1 degrees of freedom);
+    low/high are None for fewer than two values."""
+    values = np.asarray(values, np.float64)
+    if values.size < 2:
+        return {"std": None, "low": None, "high": None}
+    from scipy import stats
+
+    df, var = values.size - 1, float(values.var(ddof=1))
+    tail = (1 - level) / 2
+    return {"std": math.sqrt(var),
+            "low": math.sqrt(df * var / stats.chi2.ppf(1 - tail, df)),
+            "high": math.sqrt(df * var / stats.chi2.ppf(tail, df))}
+
+
+def std_ratio(a, b, level=LEVEL):
+    """std(a) / std(b) and its interval from the F distribution of the variance ratio
+    (normal data): the ratio is told from 1 when the interval leaves it out. Ends are inf
+    or 0 where b or a has no spread; all None when a side has fewer than two values."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.size < 2 or b.size < 2:
+        return {"ratio": None, "low": None, "high": None}
+    from scipy import stats
+
+    va, vb = float(a.var(ddof=1)), float(b.var(ddof=1))
+    if vb == 0:
+        return {"ratio": math.inf if va > 0 else None, "low": None, "high": None}
+    tail, dfs = (1 - level) / 2, (a.size - 1, b.size - 1)
+    f = va / vb
+    return {"ratio": math.sqrt(f), "low": math.sqrt(f / stats.f.ppf(1 - tail, *dfs)),
+            "high": math.sqrt(f / stats.f.ppf(tail, *dfs))}
 
 
 def paired_difference(a, b, level=LEVEL):
