@@ -226,6 +226,22 @@ def test_landscape_measurements_in_their_own_units(tmp_path):
     assert "half-width 2.5 keskar" in got[1]["note"]
 
 
+def test_a_measurement_names_its_own_seeds_where_they_are_not_the_runs(tmp_path):
+    """RTE's 5 × 5 grid is made of its own seeds, not the recipes' 20: the report names the
+    measurement's seeds where it gives them."""
+    with open(tmp_path / "stability_findings.json", "w") as f:
+        json.dump({"command": "python -m kerasbert.experiments stability", "experiment": {
+            "task": "rte", "seeds": list(range(1, 21))}, "claims": {"dodge-order-vs-init": {
+                "measure": "E[MS data order] / E[MS init]", "n": 25, "effect": 2.0,
+                "low": 0.3, "high": 20.0, "std": None, "unit": "×", "points": False,
+                "p": 0.7, "test": "F interval", "verdict": "not distinguishable",
+                "note": "5 × 5 grid", "seeds": [1, 2, 3, 4, 5]}}}, f)
+    _, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    (got,) = measured["dodge-order-vs-init"]
+    assert (got["seeds"], got["n"], got["verdict"]) == (
+        ["1", "2", "3", "4", "5"], 25, "not distinguishable")
+
+
 def test_a_claim_may_accept_several_heads(tmp_path):
     """Wang's classification claims read a sequence_classifier or a mean_pool table (MiniLM's
     [CLS] is a poor frozen feature); another head's table is not theirs."""

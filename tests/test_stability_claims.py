@@ -93,9 +93,11 @@ def test_mean_claim_is_welchs_interval_and_test():
 def test_grid_claim_reads_the_band_and_its_p_agrees_with_the_95_interval():
     rng = np.random.default_rng(1)
     values = (0.6 + 0.01 * rng.standard_normal((5, 5))).tolist()
-    split = {"values": values, **stability.seed_grid_components(values)}
+    split = {"seeds": [1, 2, 3, 4, 5], "values": values,
+             **stability.seed_grid_components(values)}
     m = experiment.grid_claim(split)
     r = split["ratio"]
+    assert (m["n"], m["seeds"]) == (25, [1, 2, 3, 4, 5])  # the grid's, not the recipes' seeds
     assert (m["effect"], m["low"], m["high"]) == (r["value"], r["low"], r["high"])
     inside = 0.25 <= r["low"] and r["high"] <= 4
     outside = r["high"] < 0.25 or r["low"] > 4
@@ -104,7 +106,8 @@ def test_grid_claim_reads_the_band_and_its_p_agrees_with_the_95_interval():
     assert (m["p"] < 0.05) == (m["verdict"] != "not distinguishable")
     # an order effect 30× the init effect's lies wholly outside the band
     strong = [[0.1 * d + 0.001 * ((i * 7 + d) % 3) for i in range(5)] for d in range(5)]
-    split = {"values": strong, **stability.seed_grid_components(strong)}
+    split = {"seeds": [1, 2, 3, 4, 5], "values": strong,
+             **stability.seed_grid_components(strong)}
     assert experiment.grid_claim(split)["verdict"] == "contradicted"
 
 

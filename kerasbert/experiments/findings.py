@@ -520,7 +520,9 @@ def measure_claim_files(claim, sources):
                else None)
         for m in ([got] if isinstance(got, dict) else got or []):
             points = m.get("points", True)
-            seeds = [str(s) for s in (data.get("experiment") or {}).get("seeds", [])]
+            # the measurement's own seeds where they are not the run's (RTE's seed grid)
+            seeds = [str(s) for s in m.get("seeds") or
+                     (data.get("experiment") or {}).get("seeds", [])]
             result = {"task": data.get("experiment", {}).get("task", "?"),
                       "a": m.get("measure", claim["id"]), "b": "", "seeds": seeds,
                       "n": m.get("n", 0), "difference": m["effect"], "std": m.get("std"),

@@ -367,13 +367,13 @@ def grid_claim(split):
                               for k in ("low", "high")))
     verdict_of = (lambda low, high: _interval_verdict(low, high, *RATIO_BAND))
     cells = split["shape"][0] * split["shape"][1]
-    return _measurement(
+    return {**_measurement(
         "E[MS data order] / E[MS init]", cells, ratio["value"], ratio["low"], ratio["high"],
         "× (mean-square ratio)", False, stability.decision_level(at, _decided(verdict_of)),
         "F interval", verdict_of(ratio["low"], ratio["high"]),
         f"{split['shape'][0]} × {split['shape'][1]} grid; supported when the 95% F interval "
         f"lies within [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}], contradicted when wholly "
-        "outside it")
+        "outside it"), "seeds": split["seeds"]}  # data-order seeds × head-init seeds
 
 
 def grad_norm_claim(grads):
