@@ -98,6 +98,12 @@ def test_grid_claim_reads_the_band_and_its_p_agrees_with_the_95_interval():
     m = experiment.grid_claim(split)
     r = split["ratio"]
     assert (m["n"], m["seeds"]) == (25, [1, 2, 3, 4, 5])  # the grid's, not the recipes' seeds
+    # F(4, 4)'s 97.5% point is 9.605 (table): the interval spans 9.605² ≈ 92 > 16, so a 5 × 5
+    # grid can never support the claim; F(10, 10)'s is 3.717 (3.717² ≈ 13.8 ≤ 16)
+    assert m["note"].endswith("a 5 × 5 grid's interval spans a factor of 92, wider than the "
+                              "band's 16, so it can contradict the claim but not support it "
+                              "(11 × 11 can)")
+    assert experiment._grid_reach((11, 11)) == ""
     assert (m["effect"], m["low"], m["high"]) == (r["value"], r["low"], r["high"])
     inside = 0.25 <= r["low"] and r["high"] <= 4
     outside = r["high"] < 0.25 or r["low"] > 4

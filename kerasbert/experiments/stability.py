@@ -373,7 +373,25 @@ def grid_claim(split):
         "F interval", verdict_of(ratio["low"], ratio["high"]),
         f"{split['shape'][0]} × {split['shape'][1]} grid; supported when the 95% F interval "
         f"lies within [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}], contradicted when wholly "
-        "outside it"), "seeds": split["seeds"]}  # data-order seeds × head-init seeds
+        "outside it" + _grid_reach(split["shape"])), "seeds": split["seeds"]}
+
+
+def _grid_reach(shape, level=0.95):
+    """A note when the grid's F interval (a fixed factor wide) cannot fit in the band, so
+    that it could contradict the claim but never support it; names the levels that could."""
+    from scipy import stats
+
+    band = RATIO_BAND[1] / RATIO_BAND[0]
+    tail = (1 - level) / 2
+    width = stats.f.ppf(1 - tail, shape[0] - 1, shape[1] - 1) / stats.f.ppf(
+        tail, shape[0] - 1, shape[1] - 1)
+    if width <= band:
+        return ""
+    k = next(k for k in range(max(shape) + 1, 1000)
+             if stats.f.ppf(1 - tail, k - 1, k - 1) ** 2 <= band)
+    return (f"; a {shape[0]} × {shape[1]} grid's interval spans a factor of {width:.0f}, "
+            f"wider than the band's {band:g}, so it can contradict the claim but not support "
+            f"it ({k} × {k} can)")
 
 
 def grad_norm_claim(grads):
