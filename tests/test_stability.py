@@ -103,6 +103,39 @@ def test_wall_time_is_each_groups_runs_last_recorded_seconds(tmp_path):
     assert "| bert | 3 | 130 | 100–400 | 0.17 |" in text
     assert "| all | 3 | | | 0.17 |" in text
     assert stability.wall_time_markdown({}) == ""
+    # work recorded as one sum (the stop-early campaign's, the landscape's) joins the total
+    text = stability.wall_time_markdown(times, [("start many, stop early", 60, 5400.0)])
+    assert "| start many, stop early | 60 | | | 1.50 |" in text
+    assert "| all | 63 | | | 1.68 |" in text  # (630 + 5400) s
+
+
+def test_campaign_cost_reads_the_stop_early_summary(tmp_path):
+    assert stability._campaign_cost(str(tmp_path)) == (0, None)
+    (tmp_path / "stop_early").mkdir()
+    (tmp_path / "stop_early" / "stop_early.json").write_text(
+        json.dumps({"compute": {"runs": 60, "seconds": 5613.7, "steps": 1800}}))
+    assert stability._campaign_cost(str(tmp_path)) == (60, 5613.7)
+
+
+def test_plane_text_names_the_failed_and_the_successful_minimum():
+    """The landscape labels the runs by folder; the report says which one failed and gives
+    λ_max and ε-sharpness at each (the numbers of MRPC's plane)."""
+    record = {"barriers": {"train_loss": {"barrier": 0.1215, "alpha": 0.5,
+                                          "above_endpoints": 0.0882}},
+              "curvature": {"pre-trained (seed-4)": {"lambda_max": 56.61, "sharpness": [
+                  {"epsilon": 0.001, "keskar": 13.92}]},
+                  "pre-trained (seed-10)": {"lambda_max": 192.0, "sharpness": []}},
+              "replays": [{"run": "/x/bert/seed-4", "replay": "/x/plane/runs/seed-4",
+                           "value": 0.7934, "replay_value": 0.7934, "failed": True,
+                           "replay_failed": True},
+                          {"run": "/x/bert/seed-10", "replay": "/x/plane/runs/seed-10",
+                           "value": 0.823, "replay_value": 0.823, "failed": False,
+                           "replay_failed": False}]}
+    text = stability.plane_text(record)
+    assert "train loss: barrier 0.1215 at α = 0.5 (highest point +0.0882 above" in text
+    assert "the failed run (seed-4): λ_max 56.61, ε-sharpness 13.9% at ε = 0.001" in text
+    assert "; the successful run (seed-10): λ_max 192." in text
+    assert "(the same dev values)" in text
 
 
 def test_stop_early_needs_its_flags(tmp_path):

@@ -35,6 +35,7 @@ reused. Importing this module loads no TensorFlow.
 """
 
 import dataclasses
+import glob
 import math
 import os
 import subprocess
@@ -442,7 +443,9 @@ def _pct(x):
     return "–" if x is None else f"{100 * x:.1f}"
 
 
-def wall_time_markdown(times):
+def wall_time_markdown(times, totals=()):
+    """The table of `wall_times`, plus `totals`: (label, runs, seconds) of work recorded as
+    one sum (the stop-early campaign's, the plane's landscape)."""
     if not times:
         return ""
     lines = ["", "#### Wall time", "",
@@ -454,7 +457,11 @@ def wall_time_markdown(times):
         lines.append(f"| {label} | {t['runs']} | {t['median']:.0f} | {t['min']:.0f}–"
                      f"{t['max']:.0f} | {t['total'] / 3600:.2f} |")
     total = sum(t["total"] for t in times.values())
-    lines.append(f"| all | {sum(t['runs'] for t in times.values())} | | | {total / 3600:.2f} |")
+    runs = sum(t["runs"] for t in times.values())
+    for label, n, seconds in totals:
+        total, runs = total + seconds, runs + n
+        lines.append(f"| {label} | {n} | | | {seconds / 3600:.2f} |")
+    lines.append(f"| all | {runs} | | | {total / 3600:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -506,6 +513,14 @@ def stability_markdown(per_recipe, grads, grid, stop_early, plane, scale):
     return "\n".join(lines) + "\n"
 
 
+def _campaign_cost(output_dir):
+    """(runs, seconds) of the stop-early campaign as its stop_early.json records them (every
+    stopped stretch and continuation), or (0, None)."""
+    path = os.path.join(output_dir, STOP_EARLY, "stop_early.json")
+    compute = read_json_object(path).get("compute", {}) if os.path.isfile(path) else {}
+    return compute.get("runs", 0), compute.get("seconds")
+
+
 def stop_early_text(folder, bert_values, greater, scale):
     """The campaign's best against bert's expected best of as many full runs' steps."""
     from kerasbert.analysis import evp
@@ -537,9 +552,17 @@ def plane_text(record):
     parts = [f"{name.replace('_', ' ')}: barrier {b['barrier']:.4f} at α = {b['alpha']:g} "
              f"(highest point {b['above_endpoints']:+.4f} above the higher end)"
              for name, b in (record.get("barriers") or {}).items()]
-    curvature = record.get("curvature") or {}
-    parts += [f"{label}: λ_max {c['lambda_max']:.4g}" for label, c in curvature.items()
-              if "lambda_max" in c]
+    # the landscape labels a run by its folder (seed-N); the replays say which one failed
+    verdicts = {os.path.basename(r["replay"]): "failed" if r["replay_failed"] else "successful"
+                for r in replays}
+    for label, c in (record.get("curvature") or {}).items():
+        name = next((f"the {v} run ({folder})" for folder, v in verdicts.items()
+                     if f"({folder})" in label), label)
+        measures = ([f"λ_max {c['lambda_max']:.4g}"] if "lambda_max" in c else []) + [
+            f"ε-sharpness {x['keskar']:.3g}% at ε = {x['epsilon']:g}"
+            for x in c.get("sharpness") or []]
+        if measures:
+            parts.append(f"{name}: " + ", ".join(measures))
     text = f"See [three_point.md]({PLANE}/three_point.md). " + "; ".join(parts) + "."
     if replays:
         text += (" Its two runs were trained again with their trajectory (the recipes' runs "
@@ -633,11 +656,19 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
                           + (f", re-init top {runs[seeds[0]].reinit_top_layers}"
                              if runs[seeds[0]].reinit_top_layers else "")
                           for label, runs in rows) + ".\n\n")
+    replays = [os.path.dirname(h) for h in sorted(glob.glob(
+        os.path.join(output_dir, PLANE, REPLAYS, "*", "history.csv")))]
     times = wall_times({**{r["label"]: list(r["dirs"].values()) for r in collected},
-                        **({GRID: [c.output_dir for c in grid.values()]} if grid else {})})
+                        **({GRID: [c.output_dir for c in grid.values()]} if grid else {}),
+                        **({"plane replays": replays} if replays else {})})
+    totals = [(f"{label} ({name})", n, seconds) for label, name, n, seconds in (
+        ("start many, stop early", f"{STOP_EARLY}/stop_early.json", *_campaign_cost(output_dir)),
+        ("the plane's landscape", f"{PLANE}/three_point.json", 1, (record or {}).get("seconds")))
+        if seconds is not None]
     text = (header + restarts.markdown(table, scale=scale, row_header="recipe")
             + stability_markdown(per_recipe, grads, split, early,
-                                 plane_text(record), scale) + wall_time_markdown(times))
+                                 plane_text(record), scale)
+            + wall_time_markdown(times, totals))
     experiment = restarts.experiment(first, seeds, recipes=[label for label, _ in rows])
     runner.publish(output_dir, "stability", {task.name: table}, text, experiment)
     extra = {"per_recipe": per_recipe, "grad_norms": grads, "grid": split,
