@@ -610,8 +610,8 @@ def main(argv):
     if stop_seeds and (campaign_base.stop_early_at is None or FLAGS.continue_best is None):
         raise InputError("--stop_early_seeds: give --stop_early_at=F and --continue_best=K too")
     if not stop_seeds and campaign_base.stop_early_at is not None:
-        raise InputError(f"--stop_early_at={campaign_base.stop_early_at}: the recipes' runs train to "
-                         "the end; it is for --stop_early_seeds")
+        raise InputError(f"--stop_early_at={campaign_base.stop_early_at}: the recipes' runs "
+                         "train to the end; it is for --stop_early_seeds")
     runner.run_rows(rows + ([(GRID, dict(enumerate(grid.values())))] if grid else []),
                     "stability", BERT if BERT in FLAGS.recipes else None)
     if stop_seeds:

@@ -49,16 +49,21 @@ def hessian_markdown(hessians):
         lines.append(f"| {label} | " + " | ".join(eigen)
                      + f" | {_number(h['lambda_min'], h['lambda_min_residual_bound'])} | "
                      f"{trace} | {h['hvps_per_second']:.3g} |")
-    lines += ["", "## Per layer group", "",
-              "Block Hessians H_gg (the other weights fixed): trace from the same probes, "
-              "λ1 from its own Lanczos run (--hessian_groups).", "",
-              "| run | group | parameters | trace | λ1 of the block |", "|---|---|---|---|---|"]
-    for label, h in hessians.items():
-        for g in h["groups"]:
-            top = g.get("top_eigenvalues")
-            lines.append(f"| {label} | {g['group']} | {g['parameters']} | "
-                         f"{_number(g.get('trace'), g.get('trace_standard_error'))} | "
-                         f"{_number(top[0], g['residual_bounds'][0]) if top else '—'} |")
+    # the per-group table only where a group has a number (a trace's probes or
+    # --hessian_groups): with neither it would be a table of dashes
+    if any(g.get("trace") is not None or g.get("top_eigenvalues")
+           for h in hessians.values() for g in h["groups"]):
+        lines += ["", "## Per layer group", "",
+                  "Block Hessians H_gg (the other weights fixed): trace from the same probes, "
+                  "λ1 from its own Lanczos run (--hessian_groups).", "",
+                  "| run | group | parameters | trace | λ1 of the block |",
+                  "|---|---|---|---|---|"]
+        for label, h in hessians.items():
+            for g in h["groups"]:
+                top = g.get("top_eigenvalues")
+                lines.append(f"| {label} | {g['group']} | {g['parameters']} | "
+                             f"{_number(g.get('trace'), g.get('trace_standard_error'))} | "
+                             f"{_number(top[0], g['residual_bounds'][0]) if top else '—'} |")
     if all("trajectory" in h for h in hessians.values()):
         lines += ["", "## λ_max along the trajectory", "", "| run | step | λ_max | λ_min |",
                   "|---|---|---|---|"]

@@ -511,3 +511,21 @@ def test_cli_rejects_bad_curvature_flags_with_one_line(one_run, capsys):
         assert cli.main(["landscape", f"--run_dir={first}", *argv]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_hessian_table_has_a_per_group_section_only_when_a_group_was_measured():
+    """Without probes and --hessian_groups the groups carry no number: no table of dashes
+    (the stability experiment's plane asks for λ_max alone)."""
+    from kerasbert.landscape import writers
+
+    def hessian(groups):
+        return {"sample": 8, "parameters": 10, "hvp": "double_backward", "lanczos_steps": 4,
+                "top_eigenvalues": [5.0], "residual_bounds": [1e-9], "lambda_min": -1.0,
+                "lambda_min_residual_bound": 1e-3, "hvps_per_second": 2.0, "groups": groups}
+
+    bare = [{"group": "head", "parameters": 10}]
+    assert "Per layer group" not in writers.hessian_markdown({"run": hessian(bare)})
+    measured = [{"group": "head", "parameters": 10, "top_eigenvalues": [4.0],
+                 "residual_bounds": [1e-9]}]
+    table = writers.hessian_markdown({"run": hessian(measured)})
+    assert "## Per layer group" in table and "| run | head | 10 | — | 4 " in table
