@@ -85,8 +85,9 @@ def std_interval(values, level=LEVEL):
 
 def std_ratio(a, b, level=LEVEL):
     """std(a) / std(b) and its interval from the F distribution of the variance ratio
-    (normal data): the ratio is told from 1 when the interval leaves it out. Ends are inf
-    or 0 where b or a has no spread; all None when a side has fewer than two values."""
+    (normal data): the ratio is told from 1 when the interval leaves it out. Where b has
+    no spread the ratio is inf (None if neither has) and the interval None; all None when
+    a side has fewer than two values."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.size < 2 or b.size < 2:
         return {"ratio": None, "low": None, "high": None}
