@@ -110,11 +110,11 @@ def test_wall_time_is_each_groups_runs_last_recorded_seconds(tmp_path):
 
 
 def test_campaign_cost_reads_the_stop_early_summary(tmp_path):
-    assert stability._campaign_cost(str(tmp_path)) == (0, None)
+    assert stability._campaign_cost(stability.campaign_summary(str(tmp_path))) == (0, None)
     (tmp_path / "stop_early").mkdir()
     (tmp_path / "stop_early" / "stop_early.json").write_text(
         json.dumps({"compute": {"runs": 60, "seconds": 5613.7, "steps": 1800}}))
-    assert stability._campaign_cost(str(tmp_path)) == (60, 5613.7)
+    assert stability._campaign_cost(stability.campaign_summary(str(tmp_path))) == (60, 5613.7)
 
 
 def test_plane_text_names_the_failed_and_the_successful_minimum():

@@ -513,22 +513,25 @@ def stability_markdown(per_recipe, grads, grid, stop_early, plane, scale):
     return "\n".join(lines) + "\n"
 
 
-def _campaign_cost(output_dir):
-    """(runs, seconds) of the stop-early campaign as its stop_early.json records them (every
-    stopped stretch and continuation), or (0, None)."""
+def campaign_summary(output_dir):
+    """The stop-early campaign's stop_early.json, or None where none ran."""
     path = os.path.join(output_dir, STOP_EARLY, "stop_early.json")
-    compute = read_json_object(path).get("compute", {}) if os.path.isfile(path) else {}
+    return read_json_object(path) if os.path.isfile(path) else None
+
+
+def _campaign_cost(summary):
+    """(runs, seconds) of the stop-early campaign as its summary records them (every
+    stopped stretch and continuation), or (0, None)."""
+    compute = (summary or {}).get("compute", {})
     return compute.get("runs", 0), compute.get("seconds")
 
 
-def stop_early_text(folder, bert_values, greater, scale):
+def stop_early_text(summary, bert_values, greater, scale):
     """The campaign's best against bert's expected best of as many full runs' steps."""
     from kerasbert.analysis import evp
 
-    path = os.path.join(folder, "stop_early.json")
-    if not os.path.isfile(path):
+    if summary is None:
         return None
-    summary = read_json_object(path)
     compute = summary.get("compute", {})
     steps, runs = compute.get("steps"), compute.get("runs")
     full = compute["full_run_steps"] / runs if runs else None  # one full run's steps
@@ -644,7 +647,8 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
     grads = grad_signature(collected)
     split = grid_split(grid, metric) if grid else None
     bert_values = finished_values(bert_row) if bert_row else []
-    early = stop_early_text(os.path.join(output_dir, STOP_EARLY), bert_values, greater, scale)
+    campaign = campaign_summary(output_dir)  # read once: its text and its cost
+    early = stop_early_text(campaign, bert_values, greater, scale)
     record = draw_plane(output_dir, rows, bert_row, metric, greater) if plane else None
     first = rows[0][1][seeds[0]]
     header = (f"### {task.name}: fine-tuning stability over seeds {', '.join(map(str, seeds))}"
@@ -662,7 +666,7 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
                         **({GRID: [c.output_dir for c in grid.values()]} if grid else {}),
                         **({"plane replays": replays} if replays else {})})
     totals = [(f"{label} ({name})", n, seconds) for label, name, n, seconds in (
-        ("start many, stop early", f"{STOP_EARLY}/stop_early.json", *_campaign_cost(output_dir)),
+        ("start many, stop early", f"{STOP_EARLY}/stop_early.json", *_campaign_cost(campaign)),
         ("the plane's landscape", f"{PLANE}/three_point.json", 1, (record or {}).get("seconds")))
         if seconds is not None]
     text = (header + restarts.markdown(table, scale=scale, row_header="recipe")
