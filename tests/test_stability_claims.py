@@ -166,3 +166,68 @@ def test_findings_combines_tasks_as_the_plan_says(tmp_path):
     _, measured = findings.report(findings.find_sources([str(tmp_path / "rte"),
                                                          str(tmp_path / "again")]))
     assert measured["mosbach-failure-rate"][-1]["verdict"] == "supported"
+
+
+def test_barrier_claim_is_the_training_loss_rise_above_the_failed_end_without_a_verdict():
+    # The plane's path starts at the failed run (θ_a) and ends at the successful one.
+    record = {"barriers": {
+        "train_loss": {"start": 0.46, "end": 0.39, "max": 0.55, "alpha_of_max": 0.45,
+                       "barrier": 0.12, "above_endpoints": 0.09, "alpha": 0.4},
+        "dev_loss": {"start": 0.585, "end": 0.562, "max": 0.587, "alpha_of_max": 0.05,
+                     "barrier": 0.01, "above_endpoints": 0.002, "alpha": 0.2}}}
+    got = experiment.barrier_claim(record)
+    assert got["effect"] == pytest.approx(0.09)  # 0.55 − 0.46, by hand
+    assert got["low"] is None and got["high"] is None and got["p"] is None
+    assert got["verdict"] == claim_verdicts.NO_VERDICT
+    assert "0.002 above its higher end" in got["note"]
+    assert "seeds" not in got  # no replays recorded
+    replays = [{"replay": "out/plane/runs/seed-16"}, {"replay": "out/plane/runs/seed-5/"}]
+    assert experiment.barrier_claim({**record, "replays": replays})["seeds"] == [16, 5]
+    assert experiment.barrier_claim(None) is None
+    assert experiment.barrier_claim({"barriers": {}}) is None
+
+
+@pytest.mark.parametrize("greater", [True, False])
+def test_stop_early_claim_is_the_campaign_best_against_the_expected_best_of_as_many_runs(
+        greater):
+    # 60 stopped runs + 5 continued = 1,800 steps of 96-step runs: 18.75 full runs, so n = 18.
+    values = [0.50, 0.52, 0.55, 0.56, 0.58]
+    summary = {"best_value": 0.57, "compute": {"steps": 1800, "runs": 60,
+                                               "full_run_steps": 60 * 96}}
+    got = experiment.stop_early_claim(summary, values, greater)
+    # E[best of 18 draws with replacement] by hand: Σ v_k [(k/5)^18 − ((k−1)/5)^18].
+    ordered = sorted(values, reverse=not greater)
+    expected = sum(v * ((k / 5) ** 18 - ((k - 1) / 5) ** 18)
+                   for k, v in enumerate(ordered, start=1))
+    sign = 1 if greater else -1
+    assert got["effect"] == pytest.approx(sign * (0.57 - expected))
+    assert got["low"] <= got["effect"] <= got["high"]
+    assert got["verdict"] == claim_verdicts.NO_VERDICT and got["p"] is None
+    assert "expected best of 18 full runs" in got["measure"]
+    runs = [{"seed": 201 + i} for i in range(60)]
+    assert experiment.stop_early_claim({**summary, "runs": runs}, values,
+                                       greater)["seeds"] == list(range(201, 261))
+    assert experiment.stop_early_claim(None, values, greater) is None
+    assert experiment.stop_early_claim(summary, [], greater) is None
+
+
+def test_claims_measured_once_stay_undecided_over_tasks_and_outside_holm(tmp_path):
+    record = {"barriers": {"train_loss": {"start": 0.6, "end": 0.57, "max": 0.65,
+                                          "alpha_of_max": 0.45, "barrier": 0.06}}}
+    summary = {"best_value": 0.58, "compute": {"steps": 1800, "runs": 60,
+                                               "full_run_steps": 60 * 96}}
+    bert = row("bert", [0.5] * 10 + [0.6] * 10, failed=range(1, 11))
+    no_grads = {"total": {"failed": [], "successful": []}}
+    for task in ("rte", "mrpc"):
+        write_findings(tmp_path / task, task, experiment.claim_measurements(
+            [bert], no_grads, None, record, summary, True))
+    text, measured = findings.report(findings.find_sources([str(tmp_path)]))
+    for claim in ("mosbach-barrier", "dodge-stop-early"):
+        results = measured[claim]
+        assert [r["task"] for r in results] == ["mrpc", "rte", "mrpc + rte"]
+        assert {r["verdict"] for r in results} == {claim_verdicts.NO_VERDICT}
+    head = {r["claim"]["id"]: r for r in claim_verdicts.head(findings.CLAIMS, measured)}
+    assert head["mosbach-barrier"]["p"] is None and head["mosbach-barrier"]["p_holm"] is None
+    assert head["dodge-stop-early"]["after_holm"] == claim_verdicts.NO_VERDICT
+    assert "+0.05 training loss" in text
+    assert "2 claims are measured once, no verdict" in text

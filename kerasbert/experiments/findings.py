@@ -236,7 +236,7 @@ for id, statement in (
     CLAIMS.append(_claim(id, HAO, statement, "qualitative (figures)",
                          _side("landscape", id), None, "+"))
 
-# docs/figures/stability/PLAN.md part 2, claims 1–6: each task's measurement, and the plan's
+# docs/figures/stability/PLAN.md part 2, claims 1–8: each task's measurement, and the plan's
 # verdict over its tasks (supported only on every task, contradicted on any; see
 # combine_tasks).
 STABILITY_NUMBERS = "direction only (the papers' BERT-large runs; not transcribed)"
@@ -254,7 +254,13 @@ for id, paper, statement in (
         ("dodge-order-vs-init", DODGE, "data order and head initialisation contribute "
          "comparably to the variance (their mean-square ratio within [1/4, 4])"),
         ("mosbach-grad-norms", MOSBACH, "failed runs end with gradient norms ≥ 10× smaller "
-         "than successful ones")):
+         "than successful ones"),
+        # claims 7 and 8: one pair / one campaign a task, measured without a verdict
+        ("mosbach-barrier", MOSBACH, "a barrier separates the failed and the successful "
+         "minimum (the training loss's rise above the failed end on the straight path)"),
+        ("dodge-stop-early", DODGE, "start many, stop early finds a run as good as full "
+         "restarts for the same compute (its best − the expected best of as many full "
+         "runs)")):
     CLAIMS.append(_claim(id, paper, statement, STABILITY_NUMBERS, _side("stability", id), None,
                          "+", why_unmeasured=STABILITY_PENDING))
 
@@ -565,6 +571,8 @@ def combine_tasks(results):
         verdict_ = "contradicted"
         p = min((r.get("p") for r in parts if r["verdict"] == "contradicted"
                  and r.get("p") is not None), default=None)
+    elif all(v == claim_verdicts.NO_VERDICT for v in verdicts):
+        verdict_, p = claim_verdicts.NO_VERDICT, None
     else:
         verdict_, p = "not distinguishable", None if None in ps else max(ps)
     combined = {"task": " + ".join(r["task"] for r in parts), "a": parts[0]["a"], "b": "",
@@ -718,8 +726,12 @@ def _head(rows):
         "contradicted) is false at 5%. It corrects across claims, not across one claim's "
         "tries: those are why a planned confirmation counts over them.",
         "- *after Holm*: the verdict where its Holm p is below 0.05, else not "
-        "distinguishable: " + ", ".join(f"{n} {verdict}" for verdict, n in
-                                        sorted(after.items())) + ".", "",
+        "distinguishable: " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(
+            after.items()) if verdict != claim_verdicts.NO_VERDICT) + "."
+        + (f" {after[claim_verdicts.NO_VERDICT]} claims are {claim_verdicts.NO_VERDICT}: "
+           "their plan measures them once (one pair of runs, one campaign) and decides "
+           "nothing; they are outside Holm's family." if claim_verdicts.NO_VERDICT in after
+           else ""), "",
         "| claim | paper | task | run | n | effect [95% interval] | verdict | which counts "
         "| tries | p | Holm p | after Holm |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:

@@ -46,6 +46,7 @@ import numpy as np
 from kerasbert import restarts, run_folder
 from kerasbert.errors import InputError
 from kerasbert.experiments import runner
+from kerasbert.experiments.claim_verdicts import NO_VERDICT
 from kerasbert.io_utils import atomic_write_json, read_json_object
 
 BERT, MOSBACH, ZHANG = "bert", "mosbach", "zhang"
@@ -352,7 +353,7 @@ def mean_claim(bert_row, row):
     p = float(scipy_stats.ttest_ind(a, b, equal_var=False).pvalue)
     return _measurement(
         f"mean {row['label']} − mean bert", len(a) + len(b), w["difference"], w["low"],
-        w["high"], "dev points", True, p if math.isfinite(p) else None, "Welch t",
+        w["high"], "points", True, p if math.isfinite(p) else None, "Welch t",
         _interval_verdict(w["low"], w["high"], 0.0),
         "supported when the 95% Welch interval excludes 0 above")
 
@@ -417,9 +418,76 @@ def grad_norm_claim(grads):
         f"the 95% interval lies below {NORM_RATIO_BELOW:g} (≥ 10× smaller)")
 
 
-def claim_measurements(collected, grads, split):
-    """{claim id: measurement} of PLAN.md part 2's claims 1–6 that these runs measure, in
-    the shape `findings` reads (effect, interval, its own verdict and p-value)."""
+def barrier_claim(record):
+    """Claim 7: how far the training loss rises above the failed run's end on the straight
+    path to the successful one (the plane's path starts at the failed run). One pair a
+    task: no interval and, as planned, no verdict."""
+    barriers = (record or {}).get("barriers") or {}
+    train, dev = barriers.get("train_loss"), barriers.get("dev_loss")
+    if train is None:
+        return None
+    rise = train["max"] - train["start"]
+    note = (f"on the straight path from the failed to the successful minimum the training "
+            f"loss rises {rise:.3g} above the failed end at α = {train['alpha_of_max']:g} "
+            f"(barrier {train['barrier']:.3g} above the line between the ends)")
+    if dev is not None:
+        note += f"; the dev loss {dev['max'] - max(dev['start'], dev['end']):.3g} above its higher end"
+    note += "; one pair a task, so no interval and, as PLAN.md part 2 says, no verdict"
+    measured = _measurement("training-loss rise above the failed end", 1, rise, None, None,
+                            "training loss", False, None, None, NO_VERDICT, note)
+    seeds = [_seed_of(r["replay"]) for r in record.get("replays") or []]  # failed, successful
+    return {**measured, "seeds": seeds} if seeds and None not in seeds else measured
+
+
+def _seed_of(run_dir):
+    """N of a run folder named seed-N, else None."""
+    name = os.path.basename(os.path.normpath(run_dir))
+    return int(name[5:]) if name.startswith("seed-") and name[5:].isdigit() else None
+
+
+def _campaign_against_restarts(summary, bert_values, greater):
+    """(best, steps, full runs' worth, n, bert's E[best of n] point of evp.curve) of the
+    stop-early campaign against n = ⌊its steps / one full run's⌋ of bert's runs; None
+    where either is missing."""
+    from kerasbert.analysis import evp
+
+    compute = (summary or {}).get("compute", {})
+    steps, runs = compute.get("steps"), compute.get("runs")
+    full = compute["full_run_steps"] / runs if runs else None  # one full run's steps
+    best = (summary or {}).get("best_value")
+    if not (steps and full and bert_values and best is not None):
+        return None
+    n = max(1, math.floor(steps / full))
+    return best, steps, steps / full, n, evp.curve(bert_values, greater, max_n=n)[-1]
+
+
+def stop_early_claim(summary, bert_values, greater):
+    """Claim 8: the campaign's best − bert's expected best of as many full runs (signed so
+    that + is better), with that expectation's bootstrap interval. One campaign a task: no
+    verdict, as planned."""
+    found = _campaign_against_restarts(summary, bert_values, greater)
+    if found is None:
+        return None
+    best, steps, runs, n, point = found
+    sign = 1.0 if greater else -1.0
+    ends = [sign * (best - point["expected"])] + [
+        None if x is None else sign * (best - x) for x in (point["high"], point["low"])]
+    low, high = (None, None) if None in ends[1:] else sorted(ends[1:])
+    note = (f"the campaign's best run {best * 100:.1f} for {steps} optimizer steps "
+            f"({runs:.2f} full runs) against bert's expected best of {n} full runs "
+            f"{point['expected'] * 100:.1f} (95% bootstrap interval of that expectation); "
+            "one campaign a task, so, as PLAN.md part 2 says, no verdict")
+    measured = _measurement(f"campaign's best − bert's expected best of {n} full runs",
+                            summary.get("compute", {}).get("runs", 0), ends[0], low, high,
+                            "points", True, None, None, NO_VERDICT, note)
+    seeds = [r.get("seed") for r in summary.get("runs") or []]
+    return {**measured, "seeds": seeds} if seeds and None not in seeds else measured
+
+
+def claim_measurements(collected, grads, split, plane=None, campaign=None, greater=True):
+    """{claim id: measurement} of PLAN.md part 2's claims that these runs measure, in the
+    shape `findings` reads (effect, interval, its own verdict and p-value; claims 7 and 8,
+    from the plane's record and the stop-early campaign's summary, measured without one)."""
     rows = {r["label"]: r for r in collected}
     bert = rows.get(BERT)
     found = {}
@@ -434,6 +502,9 @@ def claim_measurements(collected, grads, split):
     if split is not None:
         found["dodge-order-vs-init"] = grid_claim(split)
     found["mosbach-grad-norms"] = grad_norm_claim(grads)
+    found["mosbach-barrier"] = barrier_claim(plane)
+    if bert is not None:
+        found["dodge-stop-early"] = stop_early_claim(campaign, finished_values(bert), greater)
     return {k: v for k, v in found.items() if v is not None}
 
 
@@ -528,22 +599,15 @@ def _campaign_cost(summary):
 
 def stop_early_text(summary, bert_values, greater, scale):
     """The campaign's best against bert's expected best of as many full runs' steps."""
-    from kerasbert.analysis import evp
-
     if summary is None:
         return None
-    compute = summary.get("compute", {})
-    steps, runs = compute.get("steps"), compute.get("runs")
-    full = compute["full_run_steps"] / runs if runs else None  # one full run's steps
-    best = summary.get("best_value")
     text = f"See [stop_early.md]({STOP_EARLY}/stop_early.md)."
-    if steps and full and bert_values and best is not None:
-        runs = steps / full
-        n = max(1, math.floor(runs))
-        expected, _ = evp.expected_best(bert_values, n, greater)
+    found = _campaign_against_restarts(summary, bert_values, greater)
+    if found is not None:
+        best, steps, runs, n, point = found
         text += (f" Best continued run: {best * scale:.1f}, for {steps} optimizer steps "
                  f"= {runs:.1f} full runs; bert's expected best of {n} full runs: "
-                 f"{expected * scale:.1f}.")
+                 f"{point['expected'] * scale:.1f}.")
     return text
 
 
@@ -680,7 +744,7 @@ def write_outputs(output_dir, task, rows, grid, seeds, plane=False):
     atomic_write_json(os.path.join(output_dir, "stability_analysis.json"), extra)
     atomic_write_json(os.path.join(output_dir, FINDINGS), {
         "command": restarts.command_line(), "experiment": experiment,
-        "claims": claim_measurements(collected, grads, split)})
+        "claims": claim_measurements(collected, grads, split, record, campaign, greater)})
     return text
 
 
