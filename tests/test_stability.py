@@ -189,11 +189,16 @@ def test_recipes_grid_and_stop_early_end_to_end(tmp_path):
     # every run at 50% has no spread, so neither zhang claim is decided.
     claims = json.loads((out / "stability_findings.json").read_text())
     assert claims["experiment"]["task"] == "rte"
-    assert set(claims["claims"]) == {"zhang-variance", "zhang-mean"}  # no mosbach, grid flat
-    from kerasbert.experiments import findings
+    # no mosbach, grid flat; the campaign is measured (claim 8), without a verdict
+    assert set(claims["claims"]) == {"zhang-variance", "zhang-mean", "dodge-stop-early"}
+    # every run at 50%: the campaign's best equals bert's expected best of 2 full runs
+    assert claims["claims"]["dodge-stop-early"]["effect"] == pytest.approx(0.0)
+    assert claims["claims"]["dodge-stop-early"]["seeds"] == [3, 4, 5]
+    from kerasbert.experiments import claim_verdicts, findings
 
     _, measured = findings.report(findings.find_sources([str(out)]))
     assert [r["verdict"] for r in measured["zhang-mean"]] == ["not distinguishable"]
+    assert [r["verdict"] for r in measured["dodge-stop-early"]] == [claim_verdicts.NO_VERDICT]
     config = json.loads((out / "bert" / "seed-2" / "run_config.json").read_text())
     assert config["adam_bias_correction"] is False
     # Again: every run is reused, the report is the same.
